@@ -1,0 +1,74 @@
+# Makefile -- the redis-afork driver: fetch, patch, build, run, test, install.
+#
+# Upstream Redis is never committed here: upstream/fetch.sh downloads the
+# pinned source (upstream/pin), upstream/tree.sh turns it into a git tree in
+# build/ with Debian's security fixes and our patches/ applied, and the
+# upstream Makefile builds it. See README.md.
+
+include upstream/pin
+export REDIS_TARBALL REDIS_DEBIAN_TARBALL AFORK_APT_URI AFORK_CACHE
+
+TREE   := build/redis-$(REDIS_VERSION)
+STOCK  := build/stock/redis-$(REDIS_VERSION)
+JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX ?= /usr/local
+# Extra variables for upstream's make, e.g. REDIS_MAKE_FLAGS="BUILD_TLS=yes".
+REDIS_MAKE_FLAGS ?=
+# Parallel test clients for the Tcl suite (upstream's default is 16).
+TEST_CLIENTS ?= 4
+
+.PHONY: all build tree stock fetch patches check-patches run test \
+        test-upstream install clean distclean
+
+all: build
+
+fetch:
+	@upstream/fetch.sh
+
+# Create build/redis-<version>, or re-apply patches/ after they changed.
+tree:
+	@upstream/tree.sh patched $(TREE)
+
+build: tree
+	@$(MAKE) -C $(TREE) -j$(JOBS) $(REDIS_MAKE_FLAGS)
+	@echo "redis-afork built: $(TREE)/src/redis-server"
+
+# Unpatched upstream (security fixes included), for side-by-side benchmarks.
+stock:
+	@upstream/tree.sh stock $(STOCK)
+	@$(MAKE) -C $(STOCK) -j$(JOBS) $(REDIS_MAKE_FLAGS)
+	@echo "stock Redis built: $(STOCK)/src/redis-server"
+
+# Export the commits made in the build tree into patches/.
+patches:
+	@upstream/tree.sh export $(TREE)
+
+# Fail when patches/ and the build tree disagree.
+check-patches:
+	@upstream/tree.sh check $(TREE) && echo "patches/ and $(TREE) agree."
+
+# Start redis-afork in the foreground (Ctrl-C stops it, saving first).
+run: build
+	@utils/run.sh $(TREE)
+
+test: build
+	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh
+
+# Upstream's whole Tcl suite against redis-afork.
+test-upstream: build
+	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh --upstream-all
+
+install: build
+	@$(MAKE) -C $(TREE) install PREFIX=$(PREFIX)
+	install -D -m 644 $(TREE)/redis.conf $(PREFIX)/etc/redis-afork/redis.conf
+
+# Build outputs only; the trees (and any commits in them) stay.
+clean:
+	@for t in $(TREE) $(STOCK); do \
+	    if [ -d $$t ]; then $(MAKE) -C $$t distclean; fi; done
+
+# Remove build/ entirely (not the download cache), unless the patched tree
+# holds work that patches/ does not carry.
+distclean:
+	@if [ -d $(TREE)/.git ]; then upstream/tree.sh check $(TREE); fi
+	rm -rf build

@@ -1,0 +1,38 @@
+# server-info.tcl -- a redis-afork build identifies itself.
+#
+# INFO server carries redis_afork_version (the value compiled from
+# src/afork.h), while redis_version and --version keep naming the upstream
+# release, so that clients and tools that key off them see no change.
+
+# This file is symlinked into the upstream tree; find our repository from it.
+set afork_top [file dirname [file dirname [file dirname [file normalize [info script]]]]]
+
+proc afork_header_version {top} {
+    set fd [open $top/src/afork.h]
+    set text [read $fd]
+    close $fd
+    if {![regexp {#define AFORK_VERSION "([^"]+)"} $text -> v]} {
+        error "AFORK_VERSION not found in $top/src/afork.h"
+    }
+    return $v
+}
+
+start_server {tags {"afork"}} {
+    test {INFO server reports redis_afork_version as built from afork.h} {
+        set v [getInfoProperty [r info server] redis_afork_version]
+        assert_equal [afork_header_version $afork_top] $v
+    }
+
+    test {redis_afork_version is in INFO, INFO all and INFO everything} {
+        foreach args {{} {all} {everything} {server}} {
+            assert_match "*redis_afork_version:*" [r info {*}$args]
+        }
+        assert_no_match "*redis_afork_version:*" [r info memory]
+    }
+
+    test {redis_version and --version still name upstream 8.0.6} {
+        assert_equal 8.0.6 [getInfoProperty [r info server] redis_version]
+        set out [exec src/redis-server --version]
+        assert_match "Redis server v=8.0.6 *" $out
+    }
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# run.sh -- redis-afork's test driver (make test, make test-upstream).
+#
+#   tests/run.sh                 our Tcl tests (tests/afork, run by upstream's
+#                                harness) + the upstream units in UNITS below
+#                                + our system tests (tests/system/*.sh)
+#   tests/run.sh --upstream-all  upstream's whole Tcl suite
+#
+# Ends with one line "N passed, N failed" and exits non-zero on any failure.
+# Environment: TREE (the built tree), TEST_CLIENTS (parallel Tcl clients),
+# TCL_ARGS (extra runtest arguments, e.g. "--verbose").
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/upstream/pin"
+tree=$(cd "${TREE:-$top/build/redis-$REDIS_VERSION}" && pwd)
+clients=${TEST_CLIENTS:-4}
+logdir=$top/build/test-logs
+mkdir -p "$logdir"
+
+# Upstream units that exercise fork, persistence, replication, INFO, config
+# and the latency monitor: the code our patches touch or depend on.
+UNITS="
+unit/info
+unit/info-command
+unit/latency-monitor
+unit/introspection
+unit/other
+unit/aofrw
+unit/multi
+unit/shutdown
+unit/oom-score-adj
+integration/rdb
+integration/aof
+integration/aof-multi-part
+integration/aof-race
+integration/dismiss-mem
+integration/replication
+"
+
+passed=0
+failed=0
+
+# Count "[ok]:" and "[err]:"/"[exception]:" lines of a log (colour stripped).
+count_log() {
+    local log=$1 ok err
+    ok=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -c '^\[ok\]:')
+    err=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -cE '^\[(err|exception)\]:')
+    passed=$((passed + ok))
+    failed=$((failed + err))
+    echo "$err"
+}
+
+run_tcl() {
+    local log=$logdir/tcl.log rc errs
+    echo "== Tcl suite ($*), $clients clients; log: $log"
+    (cd "$tree" && ./runtest --clients "$clients" --dump-logs ${TCL_ARGS:-} "$@") 2>&1 |
+        tee "$log"
+    rc=${PIPESTATUS[0]}
+    errs=$(count_log "$log")
+    if [ "$rc" -ne 0 ] && [ "$errs" -eq 0 ]; then
+        echo "[err]: runtest exited with status $rc without a failed test (see $log)"
+        failed=$((failed + 1))
+    fi
+}
+
+run_system() {
+    local t log
+    for t in "$top"/tests/system/*.sh; do
+        [ -e "$t" ] || continue
+        log=$logdir/system-$(basename "$t" .sh).log
+        echo "== system test $(basename "$t")"
+        TREE=$tree bash "$t" 2>&1 | tee "$log"
+        if [ "${PIPESTATUS[0]}" -ne 0 ] && ! grep -q '^\[err\]:' "$log"; then
+            echo "[err]: $(basename "$t") exited non-zero" | tee -a "$log"
+        fi
+        count_log "$log" >/dev/null
+    done
+}
+
+start=$(date +%s)
+if [ "${1:-}" = "--upstream-all" ]; then
+    run_tcl
+else
+    "$top/upstream/tree.sh" check "$tree" ||
+        echo "WARNING: the tests run the build tree, which patches/ does not match (see above)."
+    singles=()
+    for t in "$top"/tests/afork/*.tcl; do
+        [ -e "$t" ] && singles+=(--single "unit/afork/$(basename "$t" .tcl)")
+    done
+    for u in $UNITS; do singles+=(--single "$u"); done
+    run_tcl "${singles[@]}"
+    run_system
+fi
+echo "== done in $(( $(date +%s) - start )) s"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
