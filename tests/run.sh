@@ -41,24 +41,24 @@ integration/replication
 passed=0
 failed=0
 
-# Count "[ok]:" and "[err]:"/"[exception]:" lines of a log (colour stripped).
+# Add a log's "[ok]:" and "[err]:"/"[exception]:" lines (colour stripped)
+# to the totals; log_errors is the latter count for this log.
 count_log() {
-    local log=$1 ok err
-    ok=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -c '^\[ok\]:')
-    err=$(sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -cE '^\[(err|exception)\]:')
-    passed=$((passed + ok))
-    failed=$((failed + err))
-    echo "$err"
+    local plain
+    plain=$(sed 's/\x1b\[[0-9;]*m//g' "$1")
+    log_errors=$(grep -cE '^\[(err|exception)\]:' <<<"$plain")
+    passed=$((passed + $(grep -c '^\[ok\]:' <<<"$plain")))
+    failed=$((failed + log_errors))
 }
 
 run_tcl() {
-    local log=$logdir/tcl.log rc errs
+    local log=$logdir/tcl.log rc
     echo "== Tcl suite ($*), $clients clients; log: $log"
     (cd "$tree" && ./runtest --clients "$clients" --dump-logs ${TCL_ARGS:-} "$@") 2>&1 |
         tee "$log"
     rc=${PIPESTATUS[0]}
-    errs=$(count_log "$log")
-    if [ "$rc" -ne 0 ] && [ "$errs" -eq 0 ]; then
+    count_log "$log"
+    if [ "$rc" -ne 0 ] && [ "$log_errors" -eq 0 ]; then
         echo "[err]: runtest exited with status $rc without a failed test (see $log)"
         failed=$((failed + 1))
     fi
@@ -74,7 +74,7 @@ run_system() {
         if [ "${PIPESTATUS[0]}" -ne 0 ] && ! grep -q '^\[err\]:' "$log"; then
             echo "[err]: $(basename "$t") exited non-zero" | tee -a "$log"
         fi
-        count_log "$log" >/dev/null
+        count_log "$log"
     done
 }
 
