@@ -3,19 +3,81 @@
  * redis-afork is upstream Redis plus a small patch series (patches/ in the
  * redis-afork repository). The patches only add one-line hooks that call the
  * functions declared here; the logic lives in our own src/afork*.c files.
- * This header is included by server.h, so keep it free of server.h types
- * beyond sds.
+ * This header is included by server.h (before most of its types), so it
+ * uses only basic types and sds.
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #ifndef AFORK_H
 #define AFORK_H
 
+#include <sys/types.h>
+#include <sys/time.h>
 #include "sds.h"
 
 #define AFORK_VERSION "0.1.0"
 
-/* INFO "server" section: append the redis-afork fields. */
+/* ---- afork.c: startup, INFO, stats ---- */
+void aforkInit(void);
 sds aforkInfoServer(sds info);
+sds aforkInfoFork(sds info, int wanted, int *sections);
+void aforkResetStats(void);
+int aforkCron(void);     /* serverCron: 1 = skip this tick */
+
+/* ---- afork_window.c: the fork quiet window ---- */
+#define AFORK_QUIET_AUTO 0
+#define AFORK_QUIET_YES 1
+#define AFORK_QUIET_NO 2
+extern int afork_quiet_window_mode;
+extern int afork_quiet_window_timeout_ms;
+extern int afork_debug_ready_delay_ms;
+
+/* Why a window closed. */
+#define AFORK_WINDOW_READY 0
+#define AFORK_WINDOW_EOF 1
+#define AFORK_WINDOW_TIMEOUT 2
+#define AFORK_WINDOW_NEXT_FORK 3
+#define AFORK_WINDOW_ABORT 4
+
+typedef struct {
+    long long latest_child_ready_usec;   /* fork start -> child's first action; -1 none */
+    long long max_child_ready_usec;
+    long long latest_quiet_window_usec;  /* fork return -> window closed */
+    long long quiet_windows;             /* windows opened */
+    long long quiet_window_timeouts;     /* closed by the timeout */
+    long long quiet_window_eofs;         /* child gone without a ready message */
+    long long quiet_deferred_logs;       /* log lines held back */
+    long long quiet_dropped_logs;        /* log lines lost: ring full */
+} afork_fork_stats;
+extern afork_fork_stats afork_stats;
+
+void aforkWindowInit(void);
+void aforkBeforeFork(int purpose);
+void aforkInChild(void);
+void aforkAfterFork(pid_t childpid);
+int aforkLogDefer(int level, const char *msg);
+void aforkLogTime(struct timeval *tv);
+int aforkPurgeHeld(void);
+void aforkBackgroundWait(void);
+int aforkWindowCronHeld(void);
+int aforkQuietWindowEnabled(void);
+int aforkQuietWindowOpen(void);
+void aforkWindowEnd(void);
+
+/* ---- afork_kernel.c: Async-fork kernel detection ---- */
+#define AFORK_KERNEL_NONE 0
+#define AFORK_KERNEL_ANOLIS 1
+#define AFORK_KERNEL_BYTEDANCE 2
+typedef struct {
+    int kind;      /* AFORK_KERNEL_* */
+    int mode;      /* the interface's own value (e.g. 0/1/2) */
+    int enabled;   /* forks of this process are asynchronous */
+} afork_kernel_info;
+extern afork_kernel_info afork_kernel;
+extern char *afork_probe_root;
+void aforkProbeKernel(const char *root, afork_kernel_info *k);
+void aforkKernelRefresh(void);
+const char *aforkKernelName(int kind);
+int aforkKernelAsyncEnabled(void);
 
 #endif /* AFORK_H */

@@ -1,0 +1,30 @@
+/* afork_config.h -- redis-afork's rows of the config table.
+ *
+ * Included by config.c just before static_configs[]; AFORK_CONFIGS is
+ * expanded inside that table. Values live in our own globals (afork.h).
+ *
+ * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
+
+#ifndef AFORK_CONFIG_H
+#define AFORK_CONFIG_H
+
+static configEnum afork_quiet_window_enum[] = {
+    {"auto", AFORK_QUIET_AUTO},
+    {"yes", AFORK_QUIET_YES},
+    {"no", AFORK_QUIET_NO},
+    {NULL, 0}
+};
+
+static int aforkApplyProbeRoot(const char **err) {
+    UNUSED(err);
+    aforkKernelRefresh();
+    return 1;
+}
+
+#define AFORK_CONFIGS \
+    createEnumConfig("fork-quiet-window", NULL, MODIFIABLE_CONFIG, afork_quiet_window_enum, afork_quiet_window_mode, AFORK_QUIET_AUTO, NULL, NULL), \
+    createIntConfig("fork-quiet-window-timeout", NULL, MODIFIABLE_CONFIG, 1, 60000, afork_quiet_window_timeout_ms, 1000, INTEGER_CONFIG, NULL, NULL), \
+    createIntConfig("fork-debug-ready-delay", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG | DEBUG_CONFIG, 0, 60000, afork_debug_ready_delay_ms, 0, INTEGER_CONFIG, NULL, NULL), \
+    createStringConfig("fork-probe-root", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG | DEBUG_CONFIG, EMPTY_STRING_IS_NULL, afork_probe_root, NULL, NULL, aforkApplyProbeRoot)
+
+#endif /* AFORK_CONFIG_H */

@@ -1,0 +1,329 @@
+/* afork_window.c -- the fork quiet window.
+ *
+ * On an Async-fork kernel fork() returns to the parent before the child has
+ * its page tables: the child copies them itself, in the kernel, before it
+ * first runs in user space. Until then anything the parent does that changes
+ * its memory map (mmap, munmap, mremap, mprotect, madvise, brk) makes the
+ * kernel finish the copy of the VMA concerned in the parent's own context,
+ * and the freeze that Async-fork removed is back.
+ *
+ * So every fork made through redisFork() gets a ready pipe, opened before
+ * fork(); the child's very first action writes a monotonic timestamp on it.
+ * From fork() returning in the parent until that message, EOF (the child
+ * died first) or a timeout, the parent is in the quiet window:
+ *
+ *  - main-thread log lines go to a preallocated ring instead of the log file
+ *    (serverLogRaw hook) and are written, in order and with their original
+ *    timestamps, when the window closes;
+ *  - jemalloc does not purge: decay is off on every arena from just before
+ *    fork() (so the background purge thread cannot slip in) until the window
+ *    closes; explicit purges (MEMORY PURGE, FLUSHALL) are deferred to then;
+ *  - the lazy-free thread waits before freeing;
+ *  - serverCron ticks are skipped: they read /proc, resize tables, start
+ *    active defrag (which itself pauses while a fork child lives). The
+ *    timeout is checked there.
+ *
+ * Nothing here allocates or opens a file while the window is open.
+ *
+ * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
+
+#include "server.h"
+#include <fcntl.h>
+
+/* Config (config.c table rows, see afork.h). */
+int afork_quiet_window_mode = AFORK_QUIET_AUTO;
+int afork_quiet_window_timeout_ms = 1000;
+int afork_debug_ready_delay_ms = 0;
+
+/* Set while a window is open; read by other threads (lazy-free). */
+static redisAtomic int quiet_now = 0;
+
+/* One fork's ready pipe and window. */
+static struct {
+    int rfd, wfd;              /* ready pipe; -1 when none */
+    int quiet;                 /* this fork gets a quiet window */
+    int open;                  /* the window is open now */
+    int purge_pending;         /* a purge was asked for inside the window */
+    monotime fork_start;       /* just before fork() */
+    monotime parent_return;    /* fork() returned in the parent */
+} win = { -1, -1, 0, 0, 0, 0, 0 };
+
+afork_fork_stats afork_stats;
+
+/* ------------------------------ Deferred logs ----------------------------- */
+
+#define AFORK_LOG_RING 64
+typedef struct {
+    int level;                 /* serverLogRaw level, LL_RAW flag included */
+    struct timeval tv;         /* when the line was logged */
+    char msg[LOG_MAX_LEN];
+} deferredLine;
+
+static deferredLine log_ring[AFORK_LOG_RING];
+static int log_ring_used = 0;
+static long long log_ring_dropped = 0;  /* in the current window */
+static int log_replaying = 0;           /* flushing: serverLogRaw must write */
+static struct timeval log_replay_tv;
+
+/* serverLogRaw hook: keep a main-thread line for later while quiet. */
+int aforkLogDefer(int level, const char *msg) {
+    if (!win.open || log_replaying) return 0;
+    if (!pthread_equal(pthread_self(), server.main_thread_id)) return 0;
+    if (log_ring_used == AFORK_LOG_RING) {
+        log_ring_dropped++;
+        afork_stats.quiet_dropped_logs++;
+        return 1;
+    }
+    deferredLine *l = &log_ring[log_ring_used++];
+    l->level = level;
+    gettimeofday(&l->tv, NULL);
+    size_t len = strnlen(msg, sizeof(l->msg) - 1);
+    memcpy(l->msg, msg, len);
+    l->msg[len] = '\0';
+    afork_stats.quiet_deferred_logs++;
+    return 1;
+}
+
+/* serverLogRaw hook: the time to print, the original one when replaying. */
+void aforkLogTime(struct timeval *tv) {
+    if (log_replaying)
+        *tv = log_replay_tv;
+    else
+        gettimeofday(tv, NULL);
+}
+
+static void flushDeferredLogs(void) {
+    log_replaying = 1;
+    for (int i = 0; i < log_ring_used; i++) {
+        log_replay_tv = log_ring[i].tv;
+        serverLogRaw(log_ring[i].level, log_ring[i].msg);
+    }
+    log_ring_used = 0;
+    log_replaying = 0;
+    if (log_ring_dropped) {
+        serverLog(LL_WARNING, "Fork quiet window: %lld log lines were lost "
+                  "(the ring holds %d lines)", log_ring_dropped, AFORK_LOG_RING);
+        log_ring_dropped = 0;
+    }
+}
+
+/* ------------------------- Allocator purge hold --------------------------- */
+
+#if defined(USE_JEMALLOC)
+#define AFORK_MAX_ARENAS 256
+static size_t narenas_mib[2], decay_mib[2][3];
+static size_t narenas_miblen = 2, decay_miblen = 3;
+static ssize_t saved_decay[2][AFORK_MAX_ARENAS];
+static unsigned held_arenas = 0;
+static int allocator_ready = 0;
+
+/* Look the mallctl names up once, outside any window. */
+static void allocatorInit(void) {
+    size_t len = 3;
+    if (je_mallctlnametomib("arenas.narenas", narenas_mib, &narenas_miblen)) return;
+    if (je_mallctlnametomib("arena.0.dirty_decay_ms", decay_mib[0], &len)) return;
+    len = 3;
+    if (je_mallctlnametomib("arena.0.muzzy_decay_ms", decay_mib[1], &len)) return;
+    allocator_ready = 1;
+}
+
+/* Turn decay-based purging off on every arena, remembering the settings. */
+static void allocatorHold(void) {
+    unsigned n = 0;
+    size_t sz = sizeof(n);
+    if (!allocator_ready || held_arenas) return;
+    if (je_mallctlbymib(narenas_mib, narenas_miblen, &n, &sz, NULL, 0)) return;
+    if (n > AFORK_MAX_ARENAS) n = AFORK_MAX_ARENAS;
+    for (unsigned i = 0; i < n; i++) {
+        for (int k = 0; k < 2; k++) {
+            ssize_t off = -1;
+            size_t vsz = sizeof(ssize_t);
+            decay_mib[k][1] = i;
+            /* Arenas not in use answer with an error: leave them be. */
+            if (je_mallctlbymib(decay_mib[k], decay_miblen, &saved_decay[k][i], &vsz,
+                                &off, sizeof(off)))
+                saved_decay[k][i] = -2;
+        }
+    }
+    held_arenas = n;
+}
+
+static void allocatorRelease(void) {
+    for (unsigned i = 0; i < held_arenas; i++) {
+        for (int k = 0; k < 2; k++) {
+            if (saved_decay[k][i] == -2) continue;
+            decay_mib[k][1] = i;
+            je_mallctlbymib(decay_mib[k], decay_miblen, NULL, NULL,
+                            &saved_decay[k][i], sizeof(ssize_t));
+        }
+    }
+    held_arenas = 0;
+}
+#else
+static void allocatorInit(void) {}
+static void allocatorHold(void) {}
+static void allocatorRelease(void) {}
+#endif
+
+/* Purge call sites: 1 when the purge is deferred to the window's end. */
+int aforkPurgeHeld(void) {
+    if (!win.open) return 0;
+    win.purge_pending = 1;
+    return 1;
+}
+
+/* Lazy-free thread: wait while a window is open (bounded by its timeout,
+ * which the main thread enforces). */
+void aforkBackgroundWait(void) {
+    int q;
+    atomicGet(quiet_now, q);
+    while (q) {
+        usleep(100);
+        atomicGet(quiet_now, q);
+    }
+}
+
+/* ------------------------------- The window ------------------------------- */
+
+int aforkQuietWindowEnabled(void) {
+    switch (afork_quiet_window_mode) {
+    case AFORK_QUIET_YES: return 1;
+    case AFORK_QUIET_NO: return 0;
+    default: return aforkKernelAsyncEnabled();
+    }
+}
+
+static void windowClose(int why) {
+    if (!win.open) return;
+    win.open = 0;
+    atomicSet(quiet_now, 0);
+    afork_stats.latest_quiet_window_usec = getMonotonicUs() - win.parent_return;
+    if (why == AFORK_WINDOW_TIMEOUT) afork_stats.quiet_window_timeouts++;
+    allocatorRelease();
+    if (win.purge_pending) {
+        win.purge_pending = 0;
+        jemalloc_purge();
+    }
+    flushDeferredLogs();
+    if (why == AFORK_WINDOW_TIMEOUT)
+        serverLog(LL_NOTICE, "Fork quiet window closed after %d ms without a "
+                  "ready message from the child", afork_quiet_window_timeout_ms);
+}
+
+/* Forget the ready pipe, closing its window first. */
+static void dropReadyPipe(int why) {
+    windowClose(why);
+    if (win.rfd != -1) {
+        aeDeleteFileEvent(server.el, win.rfd, AE_READABLE);
+        close(win.rfd);
+    }
+    if (win.wfd != -1) close(win.wfd);
+    win.rfd = win.wfd = -1;
+}
+
+static void readyHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
+    UNUSED(el); UNUSED(privdata); UNUSED(mask);
+    monotime ready;
+    ssize_t n = read(fd, &ready, sizeof(ready));
+    if (n == -1 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n == sizeof(ready)) {
+        long long usec = (long long)(ready - win.fork_start);
+        afork_stats.latest_child_ready_usec = usec;
+        if (usec > afork_stats.max_child_ready_usec)
+            afork_stats.max_child_ready_usec = usec;
+        dropReadyPipe(AFORK_WINDOW_READY);
+    } else {
+        /* EOF: the child is gone without a word. */
+        afork_stats.latest_child_ready_usec = -1;
+        afork_stats.quiet_window_eofs++;
+        dropReadyPipe(AFORK_WINDOW_EOF);
+    }
+}
+
+/* redisFork, before fork(): open the ready pipe, hold the allocator. */
+void aforkBeforeFork(int purpose) {
+    UNUSED(purpose);
+    int fds[2];
+    dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
+    if (pipe2(fds, O_CLOEXEC) == 0) {
+        win.rfd = fds[0];
+        win.wfd = fds[1];
+        if (anetNonBlock(NULL, win.rfd) != ANET_OK) dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
+    }
+    win.quiet = win.rfd != -1 && aforkQuietWindowEnabled();
+    if (win.quiet) allocatorHold();
+    win.fork_start = getMonotonicUs();
+}
+
+/* redisFork, first thing in the child: say it runs. Async-signal-safe. */
+void aforkInChild(void) {
+    if (win.wfd == -1) return;
+    if (afork_debug_ready_delay_ms) usleep(afork_debug_ready_delay_ms * 1000);
+    monotime now = getMonotonicUs();
+    if (write(win.wfd, &now, sizeof(now)) != sizeof(now)) {
+        /* The parent sees EOF instead. */
+    }
+    close(win.wfd);
+    close(win.rfd);
+    win.wfd = win.rfd = -1;
+    allocatorRelease();   /* the child purges as usual */
+}
+
+/* redisFork, first thing in the parent: open the window. */
+void aforkAfterFork(pid_t childpid) {
+    monotime now = getMonotonicUs();
+    if (childpid == -1) {
+        allocatorRelease();
+        dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
+        return;
+    }
+    afork_stats.latest_child_ready_usec = -1;
+    win.parent_return = now;
+    if (win.wfd != -1) {
+        close(win.wfd);
+        win.wfd = -1;
+    }
+    if (win.rfd != -1 &&
+        aeCreateFileEvent(server.el, win.rfd, AE_READABLE, readyHandler, NULL) == AE_ERR) {
+        close(win.rfd);
+        win.rfd = -1;
+    }
+    if (win.quiet && win.rfd != -1) {
+        win.open = 1;
+        atomicSet(quiet_now, 1);
+        afork_stats.quiet_windows++;
+    } else {
+        allocatorRelease();
+    }
+}
+
+/* serverCron: 1 to skip this tick (window open); closes the window when
+ * the child has not spoken within the timeout. */
+int aforkWindowCronHeld(void) {
+    if (!win.open) return 0;
+    monotime limit = (monotime)afork_quiet_window_timeout_ms * 1000;
+    if (getMonotonicUs() - win.parent_return < limit) return 1;
+    windowClose(AFORK_WINDOW_TIMEOUT);
+    return 0;
+}
+
+int aforkQuietWindowOpen(void) {
+    return win.open;
+}
+
+/* Crash report, shutdown, exit: write what the window holds, now. */
+void aforkWindowEnd(void) {
+    windowClose(AFORK_WINDOW_ABORT);
+}
+
+static void windowAtExit(void) {
+    if (getpid() == server.pid) aforkWindowEnd();
+}
+
+void aforkWindowInit(void) {
+    /* Fault the ring in now, so a deferred line costs no new page. */
+    memset(log_ring, 0, sizeof(log_ring));
+    allocatorInit();
+    atexit(windowAtExit);
+    afork_stats.latest_child_ready_usec = -1;
+}
