@@ -51,7 +51,7 @@ check-patches:
 run: build
 	@utils/run.sh $(TREE)
 
-test: build
+test: build stock
 	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh
 
 # Upstream's whole Tcl suite against redis-afork.

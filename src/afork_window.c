@@ -18,7 +18,9 @@
  *  - jemalloc does not purge: decay is off on every arena from just before
  *    fork() (so the background purge thread cannot slip in) until the window
  *    closes; explicit purges (MEMORY PURGE, FLUSHALL) are deferred to then;
- *  - the lazy-free thread waits before freeing;
+ *  - the background (bio) threads wait before each job: a lazy free unmaps
+ *    memory, and a thread's first zfree() creates its jemalloc tcache (so
+ *    each bio thread gets a no-op job at startup);
  *  - serverCron ticks are skipped: they read /proc, resize tables, start
  *    active defrag (which itself pauses while a fork child lives). The
  *    timeout is checked there.
@@ -28,6 +30,7 @@
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"
+#include "bio.h"
 #include <fcntl.h>
 
 /* Config (config.c table rows, see afork.h). */
@@ -172,15 +175,34 @@ int aforkPurgeHeld(void) {
     return 1;
 }
 
-/* Lazy-free thread: wait while a window is open (bounded by its timeout,
- * which the main thread enforces). */
+/* Background (bio) threads, before each job: wait while a window is open
+ * (the flag is raised just before fork(), so a job picked up while the
+ * kernel copies waits too). Bounded by the window's timeout on this side
+ * as well, so a main thread that waits for a job (bioDrainWorker) inside a
+ * window cannot deadlock. */
 void aforkBackgroundWait(void) {
     int q;
     atomicGet(quiet_now, q);
-    while (q) {
+    if (!q) return;
+    monotime limit = (monotime)afork_quiet_window_timeout_ms * 1000;
+    monotime start = getMonotonicUs();
+    while (q && getMonotonicUs() - start < limit) {
         usleep(100);
         atomicGet(quiet_now, q);
     }
+}
+
+/* A thread's first allocation makes jemalloc create its tcache and often a
+ * new arena (a 2 MB mmap). A bio thread would otherwise do that in the
+ * zfree() ending its first job, which can fall inside a window: give every
+ * bio thread a no-op job at startup, whose reply it allocates. */
+static void warmedUp(uint64_t data, void *ptr) {
+    UNUSED(data); UNUSED(ptr);
+}
+
+static void warmBackgroundThreads(void) {
+    for (int w = 0; w < BIO_WORKER_NUM; w++)
+        bioCreateCompRq(w, warmedUp, 0, NULL);
 }
 
 /* ------------------------------- The window ------------------------------- */
@@ -251,7 +273,10 @@ void aforkBeforeFork(int purpose) {
         if (anetNonBlock(NULL, win.rfd) != ANET_OK) dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
     }
     win.quiet = win.rfd != -1 && aforkQuietWindowEnabled();
-    if (win.quiet) allocatorHold();
+    if (win.quiet) {
+        allocatorHold();
+        atomicSet(quiet_now, 1);
+    }
     win.fork_start = getMonotonicUs();
 }
 
@@ -266,6 +291,7 @@ void aforkInChild(void) {
     close(win.wfd);
     close(win.rfd);
     win.wfd = win.rfd = -1;
+    atomicSet(quiet_now, 0);
     allocatorRelease();   /* the child purges as usual */
 }
 
@@ -274,6 +300,7 @@ void aforkAfterFork(pid_t childpid) {
     monotime now = getMonotonicUs();
     if (childpid == -1) {
         allocatorRelease();
+        atomicSet(quiet_now, 0);
         dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
         return;
     }
@@ -290,10 +317,10 @@ void aforkAfterFork(pid_t childpid) {
     }
     if (win.quiet && win.rfd != -1) {
         win.open = 1;
-        atomicSet(quiet_now, 1);
         afork_stats.quiet_windows++;
     } else {
         allocatorRelease();
+        atomicSet(quiet_now, 0);
     }
 }
 
@@ -324,6 +351,7 @@ void aforkWindowInit(void) {
     /* Fault the ring in now, so a deferred line costs no new page. */
     memset(log_ring, 0, sizeof(log_ring));
     allocatorInit();
+    warmBackgroundThreads();
     atexit(windowAtExit);
     afork_stats.latest_child_ready_usec = -1;
 }

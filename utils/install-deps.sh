@@ -10,6 +10,7 @@ packages=(
     tcl                          # upstream's Tcl test harness (tclsh 8.6)
     procps                       # ps, pgrep, kill used by the tests
     python3                      # test helpers
+    strace                       # tests/system/strace-window.sh
 )
 sudo=
 [ "$(id -u)" -eq 0 ] || sudo=sudo
