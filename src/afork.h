@@ -64,6 +64,9 @@ int aforkQuietWindowEnabled(void);
 int aforkQuietWindowOpen(void);
 void aforkWindowEnd(void);
 
+/* ---- afork_spawn.c: exec children without page-table copies ---- */
+pid_t aforkSpawnScript(char **argv);
+
 /* ---- afork_kernel.c: Async-fork kernel detection ---- */
 #define AFORK_KERNEL_NONE 0
 #define AFORK_KERNEL_ANOLIS 1
