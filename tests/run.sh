@@ -2,7 +2,9 @@
 # run.sh -- redis-afork's test driver (make test, make test-upstream).
 #
 #   tests/run.sh                 our Tcl tests (tests/afork, run by upstream's
-#                                harness) + the upstream units in UNITS below
+#                                harness) + the upstream units in UNITS below,
+#                                twice: as configured, then with
+#                                --config fork-quiet-window yes
 #                                + our system tests (tests/system/*.sh)
 #   tests/run.sh --upstream-all  upstream's whole Tcl suite
 #
@@ -51,9 +53,12 @@ count_log() {
     failed=$((failed + log_errors))
 }
 
+# run_tcl LOGNAME RUNTEST-ARGS...
 run_tcl() {
-    local log=$logdir/tcl.log rc
+    local log=$logdir/$1.log rc
+    shift
     echo "== Tcl suite ($*), $clients clients; log: $log"
+    make -s -C "$tree/tests/modules" fork.so >/dev/null || echo "[err]: cannot build tests/modules/fork.so"
     (cd "$tree" && ./runtest --clients "$clients" --dump-logs ${TCL_ARGS:-} "$@") 2>&1 |
         tee "$log"
     rc=${PIPESTATUS[0]}
@@ -80,7 +85,7 @@ run_system() {
 
 start=$(date +%s)
 if [ "${1:-}" = "--upstream-all" ]; then
-    run_tcl
+    run_tcl tcl-all
 else
     "$top/upstream/tree.sh" check "$tree" ||
         echo "WARNING: the tests run the build tree, which patches/ does not match (see above)."
@@ -88,8 +93,12 @@ else
     for t in "$top"/tests/afork/*.tcl; do
         [ -e "$t" ] && singles+=(--single "unit/afork/$(basename "$t" .tcl)")
     done
-    for u in $UNITS; do singles+=(--single "$u"); done
-    run_tcl "${singles[@]}"
+    units=()
+    for u in $UNITS; do units+=(--single "$u"); done
+    run_tcl tcl "${singles[@]}" "${units[@]}"
+    # The upstream units again, with the quiet window forced on (it is off
+    # by default on a kernel without Async-fork).
+    run_tcl tcl-quiet-window --config fork-quiet-window yes "${units[@]}"
     run_system
 fi
 echo "== done in $(( $(date +%s) - start )) s"

@@ -223,7 +223,8 @@ cmd_check() {
 }
 
 cmd=${1:-}
-tree=${2:-$top/build/redis-$REDIS_VERSION}
+# Absolute: git -C "$tree" would take relative paths from inside the tree.
+tree=$(realpath -m "${2:-$top/build/redis-$REDIS_VERSION}")
 case $cmd in
 patched | stock | export | check) "cmd_$cmd" ;;
 *) die "usage: upstream/tree.sh patched|stock|export|check [TREE]" ;;

@@ -5,48 +5,7 @@
 # fork-debug-ready-delay makes the child wait before it reports, which keeps
 # the window open long enough to look inside it.
 
-proc afork_log_lines {path pattern} {
-    if {![file exists $path]} { return {} }
-    set fd [open $path]
-    set lines [split [read $fd] "\n"]
-    close $fd
-    return [lsearch -all -inline $lines $pattern]
-}
-
-# "pid:R 21 Nov 2026 21:49:23.547 * msg" -> milliseconds since the epoch
-proc afork_log_ms {line} {
-    regexp {^\d+:\w (\d+ \w+ \d+ \d+:\d+:\d+)\.(\d+)} $line -> when ms
-    return [expr {[clock scan $when -format {%d %b %Y %H:%M:%S}] * 1000 + $ms}]
-}
-
-proc afork_fork_info {field} {
-    getInfoProperty [R info fork] $field
-}
-
-proc wait_for_window_closed {} {
-    wait_for_condition 100 50 {
-        [afork_fork_info fork_quiet_window_active] == 0
-    } else {
-        fail "the quiet window did not close"
-    }
-}
-
-# The harness reads a server's stdout to see it start, so a server that
-# logs to a file is started here by hand.
-proc afork_start_server {logfile args} {
-    set port [find_available_port $::baseport $::portcount]
-    set dir [file normalize [tmpdir afork-quiet]]
-    set pid [exec src/redis-server --port $port --dir $dir --logfile $logfile \
-        --save "" --enable-debug-command yes --loglevel verbose {*}$args &]
-    wait_for_condition 100 50 {
-        ![catch {redis $::host $port 0 $::tls} c] && ![catch {$c ping}]
-    } else {
-        fail "redis-server logging to $logfile did not start"
-    }
-    set ::afork_client $c
-    return $pid
-}
-proc R {args} { $::afork_client {*}$args }
+source tests/unit/afork/support/afork.tcl
 
 set logfile [file normalize [tmpfile afork-quiet.log]]
 tags {"afork external:skip"} {

@@ -6,7 +6,8 @@
 ts=$top/upstream/tree.sh
 export PATCHES_DIR=$work/patches
 cp -r "$top/patches" "$PATCHES_DIR"
-t=$work/redis
+cd "$work"
+t=redis   # relative, as the Makefile passes it
 expect_ok "a fresh tree is made from pin + security fixes + patches/" "$ts" patched "$t"
 n=$(grep -vc '^#' "$PATCHES_DIR/series")
 cves=$(git -C "$t" log --oneline upstream..security-fixes | wc -l)
