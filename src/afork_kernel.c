@@ -4,11 +4,16 @@
  *  - OpenAnolis / Alibaba Cloud Linux: a per-memory-cgroup switch, the file
  *    memory.async_fork of the process's memory cgroup (cgroup v1 and v2);
  *    "1" means forks of processes in that cgroup are asynchronous.
+ *    The cgroup is found through /proc/self/cgroup and /proc/self/mountinfo.
  *  - ByteDance: the sysctl kernel.async_fork_enabled, 0 off, 1 per process
  *    or per memory cgroup, 2 for every process.
+ *  - redis-afork's contrib/async-fork patch: the sysctl vm.async_fork, 0 off,
+ *    1 for processes that opted in with prctl(AFORK_PR_SET_ASYNC_FORK, 1),
+ *    2 for every process.
  *
- * Every read goes through probeKernel(), which takes the /proc and /sys roots
- * so that tests can point it at a fake tree. Files are read with open/read
+ * Every read goes through aforkProbeKernel(), which takes the root under
+ * which /proc and /sys are found, so that tests can point it at a fake tree
+ * (hidden config fork-probe-root). Files are read with open/read
  * (no stdio, no allocation); anything unreadable or malformed means "no".
  * Probes run at startup and from serverCron, never inside a quiet window.
  *
@@ -16,6 +21,7 @@
 
 #include "server.h"
 #include <fcntl.h>
+#include <sys/prctl.h>
 
 afork_kernel_info afork_kernel;
 char *afork_probe_root = NULL;   /* hidden test config: "" or a fake root */
@@ -42,17 +48,18 @@ static long readIntFile(const char *path) {
     return v;
 }
 
-/* Our cgroup path for the memory controller, from /proc/self/cgroup:
- * the v1 line naming "memory", else the v2 line "0::/path". */
+/* Our cgroup for the memory controller, from /proc/self/cgroup: the v1
+ * line naming "memory", else the v2 line "0::/path". */
 static int memoryCgroupPath(const char *proc, char *out, size_t size, int *v2) {
     char path[PATH_MAX], buf[4096];
     snprintf(path, sizeof(path), "%s/self/cgroup", proc);
     if (readSmallFile(path, buf, sizeof(buf)) <= 0) return -1;
     int found = -1;
-    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *c1 = strchr(line, ':');
         char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2) continue;
+        if (!c2 || c2[1] != '/') continue;
         size_t ctl_len = c2 - c1 - 1;
         int is_memory = 0;
         for (char *p = c1 + 1; p < c2;) {   /* controllers: "cpu,memory" */
@@ -71,44 +78,116 @@ static int memoryCgroupPath(const char *proc, char *out, size_t size, int *v2) {
     return found;
 }
 
-/* Probe the kernel under the given roots ("" for the real ones). */
-void aforkProbeKernel(const char *root, afork_kernel_info *k) {
-    char proc[PATH_MAX], sys[PATH_MAX], path[PATH_MAX], cg[PATH_MAX];
+/* Does the comma-separated option list opts name opt? */
+static int hasOption(const char *opts, const char *opt) {
+    size_t len = strlen(opt);
+    for (const char *p = opts; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == len && !memcmp(p, opt, len)) return 1;
+        p = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Where the hierarchy holding cgroup cg is mounted, from
+ * /proc/self/mountinfo: "<mountpoint><cg minus the mount's root>" in out.
+ * A line: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SRC SUPER */
+static int cgroupDir(const char *root, const char *proc, const char *cg, int v2,
+                     char *out, size_t size) {
+    static char buf[65536];
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/self/mountinfo", proc);
+    if (readSmallFile(path, buf, sizeof(buf)) <= 0) return -1;
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *f[6], *tok, *lsave = NULL;
+        int n = 0;
+        for (tok = strtok_r(line, " ", &lsave); tok && n < 6; tok = strtok_r(NULL, " ", &lsave))
+            f[n++] = tok;
+        if (n < 6) continue;
+        while (tok && strcmp(tok, "-") != 0) tok = strtok_r(NULL, " ", &lsave);
+        char *fstype = tok ? strtok_r(NULL, " ", &lsave) : NULL;
+        char *src = fstype ? strtok_r(NULL, " ", &lsave) : NULL;
+        char *super = src ? strtok_r(NULL, " ", &lsave) : NULL;
+        if (!fstype) continue;
+        if (v2 ? strcmp(fstype, "cgroup2") != 0
+               : strcmp(fstype, "cgroup") != 0 || !hasOption(super, "memory"))
+            continue;
+        const char *mroot = f[3], *rest = cg;
+        size_t rl = strlen(mroot);
+        if (strcmp(mroot, "/") != 0) {
+            /* A container's view: the mount shows a subtree of cg's tree. */
+            if (strncmp(cg, mroot, rl) != 0 || (cg[rl] != '\0' && cg[rl] != '/')) continue;
+            rest = cg + rl;
+        }
+        snprintf(out, size, "%s%s%s", root, f[4], strcmp(rest, "/") ? rest : "");
+        return 0;
+    }
+    return -1;
+}
+
+/* redis-afork's own kernel patch (contrib/async-fork): the sysctl
+ * vm.async_fork (0 off, 1 for processes that opted in, 2 for all) and the
+ * per-process opt-in read back with prctl(AFORK_PR_GET_ASYNC_FORK). */
+static int probeAforkPatch(const char *proc, afork_kernel_info *k) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/sys/vm/async_fork", proc);
+    long v = readIntFile(path);
+    if (v < 0 || v > 2) return 0;
+    k->kind = AFORK_KERNEL_AFORK;
+    k->mode = (int)v;
+    k->enabled = v == 2 ||
+        (v == 1 && prctl(AFORK_PR_GET_ASYNC_FORK, 0, 0, 0, 0) == 1);
+    return 1;
+}
+
+/* ByteDance: kernel.async_fork_enabled, 0 off, 1 per process or memory
+ * cgroup (no interface tells us which applies to this process), 2 all. */
+static int probeBytedance(const char *proc, afork_kernel_info *k) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/sys/kernel/async_fork_enabled", proc);
+    long v = readIntFile(path);
+    if (v < 0 || v > 2) return 0;
+    k->kind = AFORK_KERNEL_BYTEDANCE;
+    k->mode = (int)v;
+    k->enabled = v == 2;
+    return 1;
+}
+
+/* OpenAnolis: memory.async_fork in our memory cgroup, 0 or 1. */
+static int probeAnolis(const char *root, const char *proc, afork_kernel_info *k) {
+    char cg[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32];
     int v2 = 0;
+    if (memoryCgroupPath(proc, cg, sizeof(cg), &v2) != 0) return 0;
+    if (cgroupDir(root, proc, cg, v2, dir, sizeof(dir)) != 0) return 0;
+    snprintf(path, sizeof(path), "%s/memory.async_fork", dir);
+    long v = readIntFile(path);
+    if (v != 0 && v != 1) return 0;
+    k->kind = AFORK_KERNEL_ANOLIS;
+    k->mode = (int)v;
+    k->enabled = v == 1;
+    return 1;
+}
+
+/* Probe the kernel under the given root ("" for the real one). */
+void aforkProbeKernel(const char *root, afork_kernel_info *k) {
+    char proc[PATH_MAX];
     memset(k, 0, sizeof(*k));
     k->kind = AFORK_KERNEL_NONE;
+    k->mode = -1;
     snprintf(proc, sizeof(proc), "%s/proc", root);
-    snprintf(sys, sizeof(sys), "%s/sys", root);
-
-    /* ByteDance: kernel.async_fork_enabled */
-    snprintf(path, sizeof(path), "%s/sys/kernel/async_fork_enabled", proc);
-    long bd = readIntFile(path);
-    if (bd >= 0 && bd <= 2) {
-        k->kind = AFORK_KERNEL_BYTEDANCE;
-        k->mode = (int)bd;
-        k->enabled = bd == 2;
+    if (probeAforkPatch(proc, k) || probeBytedance(proc, k) || probeAnolis(root, proc, k))
         return;
-    }
-
-    /* OpenAnolis: memory.async_fork of our memory cgroup */
-    if (memoryCgroupPath(proc, cg, sizeof(cg), &v2) == 0) {
-        if (v2)
-            snprintf(path, sizeof(path), "%s/fs/cgroup%s/memory.async_fork", sys, cg);
-        else
-            snprintf(path, sizeof(path), "%s/fs/cgroup/memory%s/memory.async_fork", sys, cg);
-        long an = readIntFile(path);
-        if (an == 0 || an == 1) {
-            k->kind = AFORK_KERNEL_ANOLIS;
-            k->mode = (int)an;
-            k->enabled = an == 1;
-        }
-    }
+    memset(k, 0, sizeof(*k));
+    k->mode = -1;
 }
 
 const char *aforkKernelName(int kind) {
     switch (kind) {
     case AFORK_KERNEL_ANOLIS: return "anolis";
     case AFORK_KERNEL_BYTEDANCE: return "bytedance";
+    case AFORK_KERNEL_AFORK: return "afork";
     default: return "none";
     }
 }

@@ -47,9 +47,10 @@ static struct {
     int quiet;                 /* this fork gets a quiet window */
     int open;                  /* the window is open now */
     int purge_pending;         /* a purge was asked for inside the window */
+    int purpose;               /* CHILD_TYPE_* of the fork */
     monotime fork_start;       /* just before fork() */
     monotime parent_return;    /* fork() returned in the parent */
-} win = { -1, -1, 0, 0, 0, 0, 0 };
+} win = { -1, -1, 0, 0, 0, 0, 0, 0 };
 
 afork_fork_stats afork_stats;
 
@@ -249,14 +250,10 @@ static void readyHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
     ssize_t n = read(fd, &ready, sizeof(ready));
     if (n == -1 && (errno == EAGAIN || errno == EINTR)) return;
     if (n == sizeof(ready)) {
-        long long usec = (long long)(ready - win.fork_start);
-        afork_stats.latest_child_ready_usec = usec;
-        if (usec > afork_stats.max_child_ready_usec)
-            afork_stats.max_child_ready_usec = usec;
         dropReadyPipe(AFORK_WINDOW_READY);
+        aforkStatsChildReady(ready, win.fork_start, win.parent_return);
     } else {
         /* EOF: the child is gone without a word. */
-        afork_stats.latest_child_ready_usec = -1;
         afork_stats.quiet_window_eofs++;
         dropReadyPipe(AFORK_WINDOW_EOF);
     }
@@ -264,7 +261,6 @@ static void readyHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
 
 /* redisFork, before fork(): open the ready pipe, hold the allocator. */
 void aforkBeforeFork(int purpose) {
-    UNUSED(purpose);
     int fds[2];
     dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
     if (pipe2(fds, O_CLOEXEC) == 0) {
@@ -277,6 +273,7 @@ void aforkBeforeFork(int purpose) {
         allocatorHold();
         atomicSet(quiet_now, 1);
     }
+    win.purpose = purpose;
     win.fork_start = getMonotonicUs();
 }
 
@@ -304,8 +301,8 @@ void aforkAfterFork(pid_t childpid) {
         dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
         return;
     }
-    afork_stats.latest_child_ready_usec = -1;
     win.parent_return = now;
+    aforkStatsForked(win.fork_start, now, win.purpose);
     if (win.wfd != -1) {
         close(win.wfd);
         win.wfd = -1;
@@ -353,5 +350,4 @@ void aforkWindowInit(void) {
     allocatorInit();
     warmBackgroundThreads();
     atexit(windowAtExit);
-    afork_stats.latest_child_ready_usec = -1;
 }

@@ -1,0 +1,295 @@
+# fork-info.tcl -- INFO fork, Async-fork detection, THP state, LATENCY
+# events and advice, --check-system.
+
+set forkmodule [file normalize tests/modules/fork.so]
+
+proc fork_info {field} {
+    getInfoProperty [r info fork] $field
+}
+
+# Write a fake /proc + /sys tree under dir: a list of path content pairs.
+proc fake_tree {dir files} {
+    file delete -force $dir
+    foreach {path content} $files {
+        file mkdir [file dirname $dir/$path]
+        set fd [open $dir/$path w]
+        puts -nonewline $fd $content
+        close $fd
+    }
+}
+
+# Point the probes at a fake tree and return kind, mode, enabled.
+proc probe_fake {dir files} {
+    fake_tree $dir $files
+    # An unchanged value is not applied: go through "" to probe again.
+    r config set fork-probe-root ""
+    r config set fork-probe-root $dir
+    list [fork_info fork_async_kernel] [fork_info fork_async_kernel_mode] [fork_info fork_async_enabled]
+}
+
+# End the running save the way upstream stops its own children (SIGUSR1).
+proc stop_bg_child {pid} {
+    catch {exec pkill -USR1 -P $pid}
+}
+
+# The bracketed value of a /sys THP mode file.
+proc sys_thp {name} {
+    set fd [open /sys/kernel/mm/transparent_hugepage/$name]
+    set text [read $fd]
+    close $fd
+    regexp {\[([^\]]+)\]} $text -> v
+    return $v
+}
+
+# A "Field:   N kB" line of a /proc file, in bytes.
+proc proc_kb {path field} {
+    set fd [open $path]
+    set text [read $fd]
+    close $fd
+    if {![regexp -line "^$field:\\s+(\\d+) kB" $text -> kb]} { return -1 }
+    return [expr {$kb * 1024}]
+}
+
+set cost_fields {
+    latest_fork_parent_usec max_fork_parent_usec total_fork_parent_usec
+    forks_since_reset fork_parent_p50_usec fork_parent_p99_usec
+    fork_parent_p999_usec latest_fork_rate_gb_per_sec
+    latest_fork_child_ready_usec max_fork_child_ready_usec
+    latest_fork_async_observed fork_cow_child_active fork_cow_minor_faults
+    fork_cow_max_eventloop_usec last_fork_cow_minor_faults
+    last_fork_cow_max_eventloop_usec last_fork_child_life_usec
+    fork_async_kernel_mode fork_async_enabled page_table_bytes
+    thp_process_disabled thp_anon_huge_pages_bytes
+}
+
+start_server [list tags {"afork external:skip"} overrides [list loadmodule $forkmodule]] {
+    r debug populate 100000
+
+    test {INFO fork: in INFO, all, everything and fork, not in other sections} {
+        foreach args {{} {all} {everything} {fork}} {
+            assert_match "*# Fork*latest_fork_parent_usec:*" [r info {*}$args]
+        }
+        assert_no_match "*# Fork*" [r info stats]
+        assert_no_match "*latest_fork_parent_usec*" [r info memory]
+    }
+
+    test {INFO fork after BGSAVE, BGREWRITEAOF and a module fork: numbers, consistent} {
+        r config resetstat
+        r bgsave
+        waitForBgsave r
+        r bgrewriteaof
+        waitForBgrewriteaof r
+        r fork.create 0 0
+        wait_for_condition 100 50 {[r fork.exitcode] == 0} else { fail "module fork" }
+        wait_for_condition 100 50 {
+            [fork_info fork_cow_child_active] == 0 &&
+            [fork_info latest_fork_child_ready_usec] >= 0
+        } else { fail "child not done" }
+        foreach f $cost_fields {
+            assert {[string is double -strict [fork_info $f]]}
+        }
+        assert_equal 3 [fork_info forks_since_reset]
+        set latest [fork_info latest_fork_parent_usec]
+        set max [fork_info max_fork_parent_usec]
+        assert {$latest > 0 && $max >= $latest}
+        assert {[fork_info total_fork_parent_usec] >= $max}
+        set p50 [fork_info fork_parent_p50_usec]
+        set p99 [fork_info fork_parent_p99_usec]
+        set p999 [fork_info fork_parent_p999_usec]
+        assert {$p50 > 0 && $p50 <= $p99 && $p99 <= $p999 && $p999 <= $max}
+        assert {[fork_info latest_fork_child_ready_usec] >= 0}
+        assert {[fork_info max_fork_child_ready_usec] >= [fork_info latest_fork_child_ready_usec]}
+        assert {[fork_info latest_fork_rate_gb_per_sec] > 0}
+        assert {[fork_info last_fork_child_life_usec] > 0}
+        assert {[fork_info last_fork_cow_minor_faults] >= 0}
+        # Upstream's own fields keep their meaning.
+        assert_equal 3 [getInfoProperty [r info stats] total_forks]
+        assert {[getInfoProperty [r info stats] latest_fork_usec] > 0}
+    }
+
+    test {Copy-on-write stall: faults and the longest iteration while a child lives} {
+        r config set rdb-key-save-delay 200
+        r bgsave
+        wait_for_condition 100 20 {[fork_info fork_cow_child_active] == 1} else { fail "no child" }
+        # Writes to shared pages fault; a slow command makes a long iteration.
+        for {set i 0} {$i < 2000} {incr i} { r set key:$i [string repeat x 100] }
+        r debug sleep 0.05
+        after 200
+        assert {[fork_info fork_cow_minor_faults] > 0}
+        assert {[fork_info fork_cow_max_eventloop_usec] >= 50000}
+        r config set rdb-key-save-delay 0
+        stop_bg_child [srv 0 pid]
+        wait_for_condition 100 50 {[fork_info fork_cow_child_active] == 0} else { fail "child alive" }
+        assert {[fork_info last_fork_cow_minor_faults] > 0}
+        assert {[fork_info last_fork_cow_max_eventloop_usec] >= 50000}
+        assert_equal 0 [fork_info fork_cow_minor_faults]
+    }
+
+    test {A child that becomes ready long after fork() returned is observed asynchronous} {
+        r config set fork-debug-ready-delay 100
+        r bgsave
+        waitForBgsave r
+        wait_for_condition 50 50 {[fork_info latest_fork_child_ready_usec] >= 100000} else {
+            fail "ready time not recorded"
+        }
+        assert_equal 1 [fork_info latest_fork_async_observed]
+        r config set fork-debug-ready-delay 0
+    }
+
+    test {CONFIG RESETSTAT resets the fork counters} {
+        r config resetstat
+        assert_equal 0 [fork_info forks_since_reset]
+        assert_equal 0 [fork_info max_fork_parent_usec]
+        assert_equal 0 [fork_info total_fork_parent_usec]
+        assert_equal 0 [fork_info fork_parent_p99_usec]
+        assert_equal 0 [fork_info max_fork_child_ready_usec]
+        assert_equal 0 [fork_info fork_quiet_windows]
+    }
+
+    test {THP and page-table fields agree with /sys and /proc read here} {
+        set pid [srv 0 pid]
+        assert_equal [sys_thp enabled] [fork_info thp_enabled]
+        assert_equal [sys_thp defrag] [fork_info thp_defrag]
+        assert_match {0} [fork_info thp_process_disabled]
+        # VmPTE is cached (refreshed each second): close to a fresh read.
+        after 1100
+        set pte [proc_kb /proc/$pid/status VmPTE]
+        assert {abs([fork_info page_table_bytes] - $pte) <= 64 * 1024}
+        set ahp [proc_kb /proc/$pid/smaps_rollup AnonHugePages]
+        assert {abs([fork_info thp_anon_huge_pages_bytes] - $ahp) <= 8 * 1024 * 1024}
+        assert_match {default} [fork_info jemalloc_opt_thp]
+        assert_match {disabled} [fork_info jemalloc_opt_metadata_thp]
+    }
+
+    set fake [file normalize [tmpdir afork-fake-root]]
+
+    test {Detection: no interface at all} {
+        assert_equal {none -1 0} [probe_fake $fake {proc/self/status "VmPTE:\t12 kB\n"}]
+    }
+
+    test {Detection: ByteDance kernel.async_fork_enabled 0/1/2} {
+        assert_equal {bytedance 0 0} [probe_fake $fake {proc/sys/kernel/async_fork_enabled "0\n"}]
+        assert_equal {bytedance 1 0} [probe_fake $fake {proc/sys/kernel/async_fork_enabled "1\n"}]
+        assert_equal {bytedance 2 1} [probe_fake $fake {proc/sys/kernel/async_fork_enabled "2\n"}]
+    }
+
+    test {Detection: redis-afork vm.async_fork 0/1/2} {
+        assert_equal {afork 0 0} [probe_fake $fake {proc/sys/vm/async_fork "0\n"}]
+        # 1 = per-process opt-in, read with prctl: this kernel has none.
+        assert_equal {afork 1 0} [probe_fake $fake {proc/sys/vm/async_fork "1\n"}]
+        assert_equal {afork 2 1} [probe_fake $fake {proc/sys/vm/async_fork "2\n"}]
+        # And auto turns the quiet window on for it.
+        r config set fork-quiet-window auto
+        assert_equal 1 [fork_info fork_quiet_window_enabled]
+        probe_fake $fake {}
+        assert_equal 0 [fork_info fork_quiet_window_enabled]
+    }
+
+    test {Detection: OpenAnolis memory.async_fork, cgroup v2} {
+        set files {
+            proc/self/cgroup "0::/system.slice/redis.service\n"
+            proc/self/mountinfo "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n30 22 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n"
+        }
+        assert_equal {anolis 1 1} [probe_fake $fake [concat $files {sys/fs/cgroup/system.slice/redis.service/memory.async_fork "1\n"}]]
+        assert_equal {anolis 0 0} [probe_fake $fake [concat $files {sys/fs/cgroup/system.slice/redis.service/memory.async_fork "0\n"}]]
+    }
+
+    test {Detection: OpenAnolis memory.async_fork, cgroup v1, and a container's view} {
+        set files {
+            proc/self/cgroup "5:cpu,cpuacct:/app\n4:memory:/app\n0::/\n"
+            proc/self/mountinfo "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n35 25 0:30 / /cgroup/mem rw - cgroup cgroup rw,memory\n36 25 0:31 / /cgroup/cpu rw - cgroup cgroup rw,cpu,cpuacct\n"
+            cgroup/mem/app/memory.async_fork "1\n"
+        }
+        assert_equal {anolis 1 1} [probe_fake $fake $files]
+        # In a container the mount's root is our own cgroup.
+        set files {
+            proc/self/cgroup "0::/kubepods/pod1/c1\n"
+            proc/self/mountinfo "40 30 0:26 /kubepods/pod1/c1 /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n"
+            sys/fs/cgroup/memory.async_fork "1\n"
+        }
+        assert_equal {anolis 1 1} [probe_fake $fake $files]
+    }
+
+    test {Detection: garbage and unreadable files mean none, never a crash} {
+        foreach content {"" "abc" "7\n" "-1" "2x" "99999999999999999999999"} {
+            assert_equal {none -1 0} [probe_fake $fake [list proc/sys/kernel/async_fork_enabled $content]]
+            assert_equal {none -1 0} [probe_fake $fake [list proc/sys/vm/async_fork $content]]
+            assert_equal {none -1 0} [probe_fake $fake [list \
+                proc/self/cgroup "0::/x\n" \
+                proc/self/mountinfo "30 22 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n" \
+                sys/fs/cgroup/x/memory.async_fork $content]]
+        }
+        # Broken cgroup and mountinfo lines.
+        assert_equal {none -1 0} [probe_fake $fake {proc/self/cgroup "garbage" proc/self/mountinfo "1 2"}]
+        assert_equal {none -1 0} [probe_fake $fake {proc/self/cgroup "0::/x\n" proc/self/mountinfo "30 22 0:26 / /m rw\n"}]
+        file mkdir $fake/proc/sys/vm/async_fork
+        assert_equal {none -1 0} [probe_fake $fake {}]
+        assert_equal PONG [r ping]
+    }
+
+    test {THP state read from a fake tree} {
+        probe_fake $fake {
+            sys/kernel/mm/transparent_hugepage/enabled "always madvise [never]\n"
+            sys/kernel/mm/transparent_hugepage/defrag "[always] defer defer+madvise madvise never\n"
+            proc/self/status "Name:\tredis\nVmPTE:\t     2048 kB\n"
+        }
+        wait_for_condition 50 50 {[fork_info thp_enabled] eq "never"} else { fail "not refreshed" }
+        assert_equal always [fork_info thp_defrag]
+        wait_for_condition 50 50 {[fork_info page_table_bytes] == 2097152} else { fail "VmPTE" }
+        probe_fake $fake {sys/kernel/mm/transparent_hugepage/enabled "garbage"}
+        wait_for_condition 50 50 {[fork_info thp_enabled] eq "unknown"} else { fail "not refreshed" }
+        assert_equal -1 [fork_info page_table_bytes]
+        r config set fork-probe-root ""
+    }
+
+    test {LATENCY events fork-child-ready and fork-cow-stall, and DOCTOR's fork advice} {
+        r latency reset
+        r config set latency-monitor-threshold 1
+        r config set fork-debug-ready-delay 30
+        r config set rdb-key-save-delay 100
+        r bgsave
+        wait_for_condition 100 20 {[fork_info latest_fork_child_ready_usec] >= 30000} else {
+            fail "no ready message"
+        }
+        r debug sleep 0.02
+        r config set rdb-key-save-delay 0
+        stop_bg_child [srv 0 pid]
+        wait_for_condition 100 50 {[fork_info fork_cow_child_active] == 0} else { fail "child alive" }
+        set events {}
+        foreach e [r latency latest] { lappend events [lindex $e 0] }
+        assert {[lsearch $events fork-child-ready] >= 0}
+        assert {[lsearch $events fork-cow-stall] >= 0}
+        assert {[lindex [lindex [r latency history fork-cow-stall] 0] 1] >= 20}
+        assert {[lindex [lindex [r latency history fork-child-ready] 0] 1] >= 30}
+        set doctor [r latency doctor]
+        assert_match "*fork-child-ready*page-table copy*" $doctor
+        assert_match "*fork-cow-stall*minor page faults*" $doctor
+        r config set fork-debug-ready-delay 0
+        r config set latency-monitor-threshold 0
+    }
+
+    test {LATENCY DOCTOR's fork line names page tables and the Async-fork state} {
+        r latency reset
+        r config set latency-monitor-threshold 1
+        # Make the "fork" event certain: a fork of a larger dataset.
+        r debug populate 1000000 big
+        r bgsave
+        waitForBgsave r
+        r config set latency-monitor-threshold 0
+        if {[lsearch [join [r latency latest]] fork] < 0} {
+            # fork() under 1 ms on this machine: nothing to advise about.
+            return
+        }
+        set doctor [r latency doctor]
+        assert_match "*fork:*page tables*MB per GB*" $doctor
+        assert_match "*no Async-fork support*" $doctor
+    }
+}
+
+tags {"afork"} {
+    test {redis-server --check-system reports Async-fork and THP findings} {
+        catch {exec src/redis-server --check-system} out
+        assert_match {*Async-fork kernel:*\[async-fork\]...*} $out
+        assert_match {*THP: enabled=*\[fork-thp\]...*} $out
+    }
+}
