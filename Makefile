@@ -18,7 +18,7 @@ REDIS_MAKE_FLAGS ?=
 TEST_CLIENTS ?= 4
 
 .PHONY: all build tree stock fetch patches check-patches run test \
-        test-upstream install clean distclean
+        test-upstream test-exporter install clean distclean
 
 all: build
 
@@ -53,6 +53,10 @@ run: build
 
 test: build stock
 	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh
+
+# A Prometheus exporter (built with Go) scraping redis-afork's LATENCY events.
+test-exporter: build
+	@TREE=$(TREE) bash tests/exporter/run.sh
 
 # Upstream's whole Tcl suite against redis-afork.
 test-upstream: build
