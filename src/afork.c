@@ -11,7 +11,7 @@
 
 #define AFORK_PROBE_PERIOD_MS 5000      /* Async-fork kernel interfaces */
 #define AFORK_SYSTEM_PERIOD_MS 1000     /* THP modes, VmPTE */
-#define AFORK_SMAPS_PERIOD_MS 30000     /* smaps_rollup walks the page tables */
+#define AFORK_SMAPS_PERIOD_MS 10000     /* smaps_rollup: read by a thread */
 
 sds aforkInfoServer(sds info) {
     return sdscatprintf(info, "redis_afork_version:%s\r\n", AFORK_VERSION);

@@ -75,6 +75,7 @@ void aforkBackgroundWait(void);
 int aforkWindowCronHeld(void);
 int aforkQuietWindowEnabled(void);
 int aforkQuietWindowOpen(void);
+int aforkQuietNow(void);
 void aforkWindowEnd(void);
 
 /* ---- afork_spawn.c: exec children without page-table copies ---- */

@@ -335,6 +335,13 @@ int aforkQuietWindowOpen(void) {
     return win.open;
 }
 
+/* The same, for other threads: raised just before fork(). */
+int aforkQuietNow(void) {
+    int q;
+    atomicGet(quiet_now, q);
+    return q;
+}
+
 /* Crash report, shutdown, exit: write what the window holds, now. */
 void aforkWindowEnd(void) {
     windowClose(AFORK_WINDOW_ABORT);
