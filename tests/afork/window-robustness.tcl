@@ -1,7 +1,8 @@
 # window-robustness.tcl -- the fork quiet window for every fork type, and
 # when things go wrong: module and Lua-debugger forks, a debugger fork while
 # an RDB child lives, two forks in quick succession, a child killed after it
-# reported, fork() failing, a crash report during an open window. After
+# reported, a child stopped with SIGSTOP before it reports (timeout path),
+# fork() failing, a crash report during an open window. After
 # each: the window is closed, every log line is written, no descriptor is
 # left behind, the server serves.
 
@@ -137,6 +138,27 @@ tags {"afork external:skip"} {
             afork_wait_no_child $server_pid
             assert_equal $fds [afork_fd_count $server_pid]
             assert_equal PONG [R ping]
+        }
+
+        test {A child stopped with SIGSTOP before it reports: the timeout closes the window} {
+            R config set fork-debug-ready-delay 300
+            R config set fork-quiet-window-timeout 500
+            set timeouts [afork_fork_info fork_quiet_window_timeouts]
+            R bgsave
+            set child [afork_children $server_pid]
+            exec kill -STOP $child
+            after 100
+            assert_equal 1 [afork_fork_info fork_quiet_window_active]
+            wait_for_window_closed
+            assert_equal [expr {$timeouts + 1}] [afork_fork_info fork_quiet_window_timeouts]
+            assert_equal PONG [R ping]
+            exec kill -CONT $child
+            waitForBgsave R
+            assert_equal ok [getInfoProperty [R info persistence] rdb_last_bgsave_status]
+            R config set fork-debug-ready-delay 0
+            R config set fork-quiet-window-timeout 1000
+            afork_wait_no_child $server_pid
+            assert_equal $fds [afork_fd_count $server_pid]
         }
 
         test {fork() failing: no window, the error is logged at once, nothing leaks} {
