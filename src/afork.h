@@ -88,7 +88,6 @@ void aforkStatsChildReady(monotime ready, monotime start, monotime ret);
 void aforkEventLoopSample(long long usec);
 void aforkStatsCron(void);
 void aforkChildDone(void);
-int aforkChildTracked(void);
 void aforkStatsReset(void);
 sds aforkInfoForkCost(sds info);
 
@@ -125,6 +124,7 @@ typedef struct {
 } afork_kernel_info;
 extern afork_kernel_info afork_kernel;
 extern char *afork_probe_root;
+ssize_t aforkReadFile(const char *path, char *buf, size_t size);
 void aforkProbeKernel(const char *root, afork_kernel_info *k);
 void aforkKernelRefresh(void);
 const char *aforkKernelName(int kind);

@@ -26,21 +26,23 @@
 afork_kernel_info afork_kernel;
 char *afork_probe_root = NULL;   /* hidden test config: "" or a fake root */
 
-/* Read a small file into buf (NUL-terminated). Returns bytes read or -1. */
-static ssize_t readSmallFile(const char *path, char *buf, size_t size) {
+/* Read a /proc or /sys file into buf (NUL-terminated, truncated to fit),
+ * with open/read only: no stdio, no allocation. Bytes read, or -1. */
+ssize_t aforkReadFile(const char *path, char *buf, size_t size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd == -1) return -1;
-    ssize_t n = read(fd, buf, size - 1);
+    size_t got = 0;
+    ssize_t n = 0;
+    while (got < size - 1 && (n = read(fd, buf + got, size - 1 - got)) > 0) got += n;
     close(fd);
-    if (n < 0) return -1;
-    buf[n] = '\0';
-    return n;
+    buf[got] = '\0';
+    return n < 0 ? -1 : (ssize_t)got;
 }
 
 /* A file holding one small integer; -1 when missing or not a number. */
 static long readIntFile(const char *path) {
     char buf[32];
-    if (readSmallFile(path, buf, sizeof(buf)) <= 0) return -1;
+    if (aforkReadFile(path, buf, sizeof(buf)) <= 0) return -1;
     char *end;
     errno = 0;
     long v = strtol(buf, &end, 10);
@@ -53,7 +55,7 @@ static long readIntFile(const char *path) {
 static int memoryCgroupPath(const char *proc, char *out, size_t size, int *v2) {
     char path[PATH_MAX], buf[4096];
     snprintf(path, sizeof(path), "%s/self/cgroup", proc);
-    if (readSmallFile(path, buf, sizeof(buf)) <= 0) return -1;
+    if (aforkReadFile(path, buf, sizeof(buf)) <= 0) return -1;
     int found = -1;
     char *save = NULL;
     for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -98,7 +100,7 @@ static int cgroupDir(const char *root, const char *proc, const char *cg, int v2,
     static char buf[65536];
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/self/mountinfo", proc);
-    if (readSmallFile(path, buf, sizeof(buf)) <= 0) return -1;
+    if (aforkReadFile(path, buf, sizeof(buf)) <= 0) return -1;
     char *save = NULL;
     for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *f[6], *tok, *lsave = NULL;
@@ -127,32 +129,32 @@ static int cgroupDir(const char *root, const char *proc, const char *cg, int v2,
     return -1;
 }
 
+/* A sysctl file under proc of the given kind: 0, 1 or 2 recorded in k,
+ * -1 (k untouched) when missing or out of range. */
+static long probeSysctl(const char *proc, const char *name, int kind, afork_kernel_info *k) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/sys/%s", proc, name);
+    long v = readIntFile(path);
+    if (v < 0 || v > 2) return -1;
+    k->kind = kind;
+    k->mode = (int)v;
+    k->enabled = v == 2;
+    return v;
+}
+
 /* redis-afork's own kernel patch (contrib/async-fork): the sysctl
  * vm.async_fork (0 off, 1 for processes that opted in, 2 for all) and the
  * per-process opt-in read back with prctl(AFORK_PR_GET_ASYNC_FORK). */
 static int probeAforkPatch(const char *proc, afork_kernel_info *k) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/sys/vm/async_fork", proc);
-    long v = readIntFile(path);
-    if (v < 0 || v > 2) return 0;
-    k->kind = AFORK_KERNEL_AFORK;
-    k->mode = (int)v;
-    k->enabled = v == 2 ||
-        (v == 1 && prctl(AFORK_PR_GET_ASYNC_FORK, 0, 0, 0, 0) == 1);
-    return 1;
+    long v = probeSysctl(proc, "vm/async_fork", AFORK_KERNEL_AFORK, k);
+    if (v == 1) k->enabled = prctl(AFORK_PR_GET_ASYNC_FORK, 0, 0, 0, 0) == 1;
+    return v >= 0;
 }
 
 /* ByteDance: kernel.async_fork_enabled, 0 off, 1 per process or memory
  * cgroup (no interface tells us which applies to this process), 2 all. */
 static int probeBytedance(const char *proc, afork_kernel_info *k) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/sys/kernel/async_fork_enabled", proc);
-    long v = readIntFile(path);
-    if (v < 0 || v > 2) return 0;
-    k->kind = AFORK_KERNEL_BYTEDANCE;
-    k->mode = (int)v;
-    k->enabled = v == 2;
-    return 1;
+    return probeSysctl(proc, "kernel/async_fork_enabled", AFORK_KERNEL_BYTEDANCE, k) >= 0;
 }
 
 /* OpenAnolis: memory.async_fork in our memory cgroup, 0 or 1. */
@@ -177,10 +179,8 @@ void aforkProbeKernel(const char *root, afork_kernel_info *k) {
     k->kind = AFORK_KERNEL_NONE;
     k->mode = -1;
     snprintf(proc, sizeof(proc), "%s/proc", root);
-    if (probeAforkPatch(proc, k) || probeBytedance(proc, k) || probeAnolis(root, proc, k))
-        return;
-    memset(k, 0, sizeof(*k));
-    k->mode = -1;
+    /* Each probe fills k only when it finds its interface. */
+    if (!probeAforkPatch(proc, k) && !probeBytedance(proc, k)) probeAnolis(root, proc, k);
 }
 
 const char *aforkKernelName(int kind) {

@@ -117,10 +117,6 @@ void aforkChildDone(void) {
         latencyAddSampleIfNeeded("fork-cow-stall", afork_stats.last_cow_max_eventloop_usec / 1000);
 }
 
-int aforkChildTracked(void) {
-    return cow.active;
-}
-
 void aforkStatsReset(void) {
     afork_stats.max_fork_usec = 0;
     afork_stats.total_fork_usec = 0;

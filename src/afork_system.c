@@ -36,22 +36,11 @@ static redisAtomic long long smaps_anon_huge = -1;
 static pthread_t smaps_thread;
 static int smaps_thread_started = 0;
 
-static ssize_t readFile(const char *path, char *buf, size_t size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd == -1) return -1;
-    size_t got = 0;
-    ssize_t n;
-    while (got < size - 1 && (n = read(fd, buf + got, size - 1 - got)) > 0) got += n;
-    close(fd);
-    buf[got] = '\0';
-    return got;
-}
-
 /* "always [madvise] never" -> "madvise"; "unknown" when unreadable. */
 static void readBracketed(const char *path, char *out, size_t size) {
     char buf[256];
     snprintf(out, size, "unknown");
-    if (readFile(path, buf, sizeof(buf)) <= 0) return;
+    if (aforkReadFile(path, buf, sizeof(buf)) <= 0) return;
     char *open = strchr(buf, '['), *close = open ? strchr(open, ']') : NULL;
     if (!close || close - open - 1 <= 0 || (size_t)(close - open - 1) >= size) return;
     memcpy(out, open + 1, close - open - 1);
@@ -153,7 +142,7 @@ void aforkSystemRefresh(int with_smaps) {
 
     snprintf(path, sizeof(path), "%s/proc/self/status", root);
     afork_system.page_table_bytes =
-        readFile(path, buf, sizeof(buf)) > 0 ? readKbField(buf, "VmPTE") : -1;
+        aforkReadFile(path, buf, sizeof(buf)) > 0 ? readKbField(buf, "VmPTE") : -1;
     smapsOpen(root);
     atomicGet(smaps_anon_huge, afork_system.anon_huge_bytes);
     if (with_smaps && smaps_thread_started) atomicSet(smaps_requested, 1);

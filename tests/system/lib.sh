@@ -5,6 +5,7 @@
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 . "$top/upstream/pin"
 tree=${TREE:-$top/build/redis-$REDIS_VERSION}
+stock=${STOCK:-$top/build/stock/redis-$REDIS_VERSION}
 status=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/afork-systest.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -35,4 +36,17 @@ expect_ok() {
 # A TCP port nobody listens on.
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# need_strace_and_stock NAME: tests that compare with stock under strace
+# stop here, as a failure named NAME, when either is missing.
+need_strace_and_stock() {
+    if ! command -v strace >/dev/null; then
+        err "$1" "strace is not installed (utils/install-deps.sh installs it)"
+        exit 1
+    fi
+    if [ ! -x "$stock/src/redis-server" ]; then
+        err "$1" "no stock build at $stock (make stock)"
+        exit 1
+    fi
 }

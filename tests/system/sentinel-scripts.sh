@@ -11,7 +11,6 @@
 #    "-script-error <path> 0 2" and not retried.
 . "$(dirname "$0")/lib.sh"
 
-stock=${STOCK:-$top/build/stock/redis-$REDIS_VERSION}
 
 # start_sentinel NAME BINARY: a sentinel under strace, watching a dead port.
 start_sentinel() {
@@ -65,14 +64,7 @@ wait_log() {
     return 1
 }
 
-if ! command -v strace >/dev/null; then
-    err "sentinel scripts" "strace is not installed (utils/install-deps.sh installs it)"
-    exit 1
-fi
-if [ ! -x "$stock/src/redis-server" ]; then
-    err "sentinel scripts" "no stock build at $stock (make stock)"
-    exit 1
-fi
+need_strace_and_stock "sentinel scripts"
 
 start_sentinel afork "$tree/src/redis-server"
 start_sentinel stock "$stock/src/redis-server"

@@ -16,7 +16,6 @@
 # Environment: STRACE_KEEP=dir keeps the traces and reports there.
 . "$(dirname "$0")/lib.sh"
 
-stock=${STOCK:-$top/build/stock/redis-$REDIS_VERSION}
 checker=$top/tests/system/strace_window.py
 labels=bgsave-idle,bgrewriteaof-idle,bgsave-load,bgrewriteaof-load
 out=${STRACE_KEEP:-$work}
@@ -91,14 +90,7 @@ print(len(f), sum(x["end_kind"] == "ready" for x in f),
       sum(sum(x["forbidden"].values()) for x in f))' "$out/$1.json"
 }
 
-if ! command -v strace >/dev/null; then
-    err "strace" "strace is not installed (utils/install-deps.sh installs it)"
-    exit 1
-fi
-if [ ! -x "$stock/src/redis-server" ]; then
-    err "strace stock" "no stock build at $stock (make stock)"
-    exit 1
-fi
+need_strace_and_stock "strace window"
 
 if run_server afork "$tree/src/redis-server" \
         --fork-quiet-window yes --fork-debug-ready-delay 200; then
