@@ -222,6 +222,7 @@ static void windowClose(int why) {
     atomicSet(quiet_now, 0);
     afork_stats.latest_quiet_window_usec = getMonotonicUs() - win.parent_return;
     if (why == AFORK_WINDOW_TIMEOUT) afork_stats.quiet_window_timeouts++;
+    if (why == AFORK_WINDOW_EOF) afork_stats.quiet_window_eofs++;
     allocatorRelease();
     if (win.purge_pending) {
         win.purge_pending = 0;
@@ -254,7 +255,6 @@ static void readyHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
         aforkStatsChildReady(ready, win.fork_start, win.parent_return);
     } else {
         /* EOF: the child is gone without a word. */
-        afork_stats.quiet_window_eofs++;
         dropReadyPipe(AFORK_WINDOW_EOF);
     }
 }
