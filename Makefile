@@ -18,7 +18,7 @@ REDIS_MAKE_FLAGS ?=
 TEST_CLIENTS ?= 4
 
 .PHONY: all build tree stock fetch patches check-patches run test \
-        test-upstream test-exporter install clean distclean
+        test-upstream test-exporter bench install clean distclean
 
 all: build
 
@@ -61,6 +61,12 @@ test-exporter: build
 # Upstream's whole Tcl suite against redis-afork.
 test-upstream: build
 	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh --upstream-all
+
+# Stock 8.0.6 and redis-afork side by side (bench/README.md): SIZES in GB.
+SIZES ?= 1
+BENCH_FLAGS ?=
+bench: build stock
+	@TREE=$(TREE) STOCK=$(STOCK) bench/run.sh --sizes "$(SIZES)" $(BENCH_FLAGS)
 
 install: build
 	@$(MAKE) -C $(TREE) install PREFIX=$(PREFIX)

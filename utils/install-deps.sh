@@ -10,6 +10,7 @@ packages=(
     tcl                          # upstream's Tcl test harness (tclsh 8.6)
     procps                       # ps, pgrep, kill used by the tests
     python3                      # test helpers
+    python3-venv                 # make bench: its own venv (bench/requirements.txt)
     strace                       # tests/system/strace-window.sh
 )
 sudo=
