@@ -23,6 +23,7 @@ void aforkInit(void) {
     aforkWindowInit();
     aforkKernelRefresh();
     aforkSystemInit();
+    aforkThpInit();
     serverLog(LL_NOTICE, "redis-afork %s: Async-fork kernel: %s (%s), fork quiet window: %s, "
               "THP %s, page tables %lld kB",
               AFORK_VERSION, aforkKernelName(afork_kernel.kind),
@@ -57,6 +58,7 @@ void aforkResetStats(void) {
     afork_stats.quiet_window_eofs = 0;
     afork_stats.quiet_deferred_logs = 0;
     afork_stats.quiet_dropped_logs = 0;
+    aforkThpResetStats();
 }
 
 /* INFO "fork": appended when the section is wanted. Cached values only. */
@@ -89,5 +91,6 @@ sds aforkInfoFork(sds info, int wanted, int *sections) {
         afork_stats.quiet_window_eofs,
         afork_stats.quiet_deferred_logs,
         afork_stats.quiet_dropped_logs);
-    return aforkInfoForkSystem(info);
+    info = aforkInfoForkSystem(info);
+    return aforkInfoForkThp(info);
 }

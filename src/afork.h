@@ -109,6 +109,18 @@ sds aforkLatencyAdvice(sds report, const char *event, int *advices);
 int aforkCheckAsyncFork(sds *msg);
 int aforkCheckForkThp(sds *msg);
 
+/* ---- afork_thp.c: a keyspace in huge pages, re-collapsed after saves ---- */
+extern int afork_fork_thp;
+extern int afork_thp_collapse_rate_mb;
+void aforkThpHeapSetup(void);
+int aforkThpHeapWanted(void);
+void aforkThpInit(void);
+void aforkThpForkStarting(void);
+void aforkThpLoopSample(long long usec);
+void aforkThpChildGone(void);
+void aforkThpResetStats(void);
+sds aforkInfoForkThp(sds info);
+
 /* ---- afork_kernel.c: Async-fork kernel detection ---- */
 #define AFORK_KERNEL_NONE 0
 #define AFORK_KERNEL_ANOLIS 1

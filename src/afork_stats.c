@@ -89,6 +89,7 @@ void aforkStatsChildReady(monotime ready, monotime start, monotime ret) {
 
 /* beforeSleep: the length of the event-loop iteration that just ended. */
 void aforkEventLoopSample(long long usec) {
+    aforkThpLoopSample(usec);
     if (cow.active && usec > afork_stats.cow_max_eventloop_usec)
         afork_stats.cow_max_eventloop_usec = usec;
 }
@@ -103,6 +104,7 @@ void aforkStatsCron(void) {
 
 /* resetChildState: the RDB, AOF or module child is gone. */
 void aforkChildDone(void) {
+    aforkThpChildGone();
     if (!cow.active) return;
     aforkStatsCron();
     cow.active = 0;

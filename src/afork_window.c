@@ -262,6 +262,7 @@ static void readyHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
 /* redisFork, before fork(): open the ready pipe, hold the allocator. */
 void aforkBeforeFork(int purpose) {
     int fds[2];
+    aforkThpForkStarting();
     dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
     if (pipe2(fds, O_CLOEXEC) == 0) {
         win.rfd = fds[0];

@@ -1,0 +1,459 @@
+/* afork_thp.c -- a keyspace in transparent huge pages, kept huge after saves.
+ *
+ * fork() copies one page-table entry per 4 KiB page, or one per 2 MiB huge
+ * page: a heap in huge pages forks about 20x faster. Since Linux 5.8
+ * (commit 3917c80280c9) a copy-on-write fault on a huge page splits it and
+ * copies 4 KiB, so huge pages no longer make the stall after fork() worse,
+ * but the split pages stay split and the next fork is slow again.
+ *
+ * fork-thp yes:
+ *  - jemalloc backs its extents with huge pages (opt.thp "always", which
+ *    madvise()s each new extent MADV_HUGEPAGE). opt.thp is fixed when the
+ *    allocator starts, before main() reads the config, so when the config
+ *    asks for it and the allocator lacks it, the server re-executes itself
+ *    once with JE_MALLOC_CONF set. The re-exec happens right after the
+ *    config is read, before daemonizing, logging to a file or opening a
+ *    socket: the pid, argv, environment and descriptors are kept. (The
+ *    alternatives: a je_malloc_conf symbol is fixed at build time, and an
+ *    environment variable the operator must set goes out of sync with the
+ *    config file.)
+ *  - disable-thp is not applied (it would undo the above), an inherited
+ *    PR_SET_THP_DISABLE is cleared, and server.thp_enabled is set so the
+ *    fork child keeps skipping dismissMemoryInChild() as upstream does
+ *    when THP is on.
+ *  - refused (log line, INFO fork_thp_heap says why) on kernels older than
+ *    5.8, where a copy-on-write fault copies 2 MiB, and when THP is "never".
+ *
+ * fork-thp-collapse-rate N (MB/s, 0 = off): after each RDB/AOF/module child
+ * exits, a thread of ours walks the anonymous memory of the process and
+ * calls madvise(MADV_COLLAPSE) (Linux 6.1+) on each 2 MiB range that is
+ * resident but no longer huge, at most N MB per second. It never runs while
+ * a child lives or a quiet window is open (the main thread publishes that
+ * before each fork and each event-loop iteration) and pauses while the main
+ * thread's event loop is slow. Without MADV_COLLAPSE (EINVAL) it stops and
+ * leaves the work to khugepaged. Ranges with fewer than 7/8 of their pages
+ * resident are left alone: collapsing them would fill the holes jemalloc
+ * purged and grow RSS.
+ *
+ * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
+
+#include "server.h"
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/utsname.h>
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#ifndef PR_SET_THP_DISABLE
+#define PR_SET_THP_DISABLE 41
+#endif
+
+/* PAGEMAP_SCAN (Linux 6.7+, linux/fs.h), declared here for older headers. */
+#define AFORK_PAGE_IS_PRESENT (1ULL << 3)
+#define AFORK_PAGE_IS_HUGE (1ULL << 6)
+struct afork_pm_scan_arg {
+    uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
+    uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+struct afork_page_region {
+    uint64_t start, end, categories;
+};
+#define AFORK_PAGEMAP_SCAN _IOWR('f', 16, struct afork_pm_scan_arg)
+
+#define HUGE_SIZE (2ULL << 20)
+#define HUGE_PAGES 512
+#define COLLAPSE_MIN_RESIDENT (HUGE_PAGES * 7 / 8)
+#define SLOW_LOOP_USEC 5000          /* main-loop iteration that pauses us */
+#define SLOW_LOOP_PAUSE_MS 100
+#define REEXEC_MARK "REDIS_AFORK_THP_REEXEC"
+#define JE_THP_CONF "thp:always"
+
+int afork_fork_thp = 0;
+int afork_thp_collapse_rate_mb = 256;
+
+static struct {
+    int heap;                 /* the heap is in huge pages (fork-thp in effect) */
+    char why[128];            /* fork_thp_heap: "on", "off" or why refused */
+    char collapse_state[64];  /* fork_thp_collapse_status */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int pass_requested;       /* under lock */
+    int stop;                 /* under lock */
+} thp = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static redisAtomic int collapse_allowed = 0;   /* no child, no window */
+static redisAtomic long long slow_loop_ms = 0; /* when the loop was last slow */
+static redisAtomic long long st_passes, st_ranges, st_failures, st_pauses, st_usec;
+static redisAtomic long long st_huge_before = -1, st_huge_after = -1;
+
+/* ---------------------------------------------------------------- startup */
+
+static int kernelAtLeast(int want_major, int want_minor) {
+    struct utsname u;
+    int major = 0, minor = 0;
+    if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2) return 0;
+    return major > want_major || (major == want_major && minor >= want_minor);
+}
+
+static const char *jemallocThp(void) {
+#if defined(USE_JEMALLOC)
+    const char *v = NULL;
+    size_t sz = sizeof(v);
+    if (je_mallctl("opt.thp", &v, &sz, NULL, 0) == 0 && v) return v;
+#endif
+    return NULL;
+}
+
+static int thpSystemNever(void) {
+    char buf[128];
+    if (aforkReadFile("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) <= 0)
+        return 1;
+    return strstr(buf, "[never]") != NULL;
+}
+
+static int configFromStdin(void) {
+    for (int j = 1; j < 3 && server.exec_argv[j]; j++)
+        if (!strcmp(server.exec_argv[j], "-")) return 1;
+    return 0;
+}
+
+/* Start again with jemalloc's opt.thp set; returns only on failure. */
+static void reexecWithThp(void) {
+    const char *old = getenv("JE_MALLOC_CONF");
+    sds conf = old && *old ? sdscatfmt(sdsnew(old), ",%s", JE_THP_CONF) : sdsnew(JE_THP_CONF);
+    setenv("JE_MALLOC_CONF", conf, 1);
+    setenv(REEXEC_MARK, "1", 1);
+    sdsfree(conf);
+    serverLog(LL_NOTICE, "fork-thp yes: restarting once with JE_MALLOC_CONF=%s so that jemalloc "
+                         "backs the keyspace with huge pages", getenv("JE_MALLOC_CONF"));
+    execv(server.executable, server.exec_argv);
+    serverLog(LL_WARNING, "fork-thp yes: re-exec of %s failed: %s", server.executable,
+              strerror(errno));
+}
+
+/* Why fork-thp cannot be honoured here; NULL if it can (perhaps after a
+ * re-exec, which does not return when it works). */
+static const char *heapRefusal(void) {
+    const char *je = jemallocThp();
+    int reexeced = getenv(REEXEC_MARK) != NULL;
+    unsetenv(REEXEC_MARK);
+    if (!kernelAtLeast(5, 8))
+        return "kernel older than 5.8 copies 2 MiB on a copy-on-write fault of a huge page";
+    if (thpSystemNever()) return "transparent huge pages are 'never' (or absent) on this system";
+    if (!je) return "redis-server is not built with jemalloc";
+    if (!strcmp(je, "always")) return NULL;
+    if (reexeced) return "jemalloc ignored JE_MALLOC_CONF=" JE_THP_CONF;
+    if (configFromStdin())
+        return "the config came from stdin, so the server cannot restart itself; "
+               "start it with JE_MALLOC_CONF=" JE_THP_CONF;
+    reexecWithThp();
+    return "re-exec failed";
+}
+
+/* main(), after the config is read and before linuxMemoryWarnings(). */
+void aforkThpHeapSetup(void) {
+    snprintf(thp.why, sizeof(thp.why), "off");
+    if (!afork_fork_thp || server.sentinel_mode) {
+        unsetenv(REEXEC_MARK);
+        return;
+    }
+    const char *why = heapRefusal();
+    if (why) {
+        snprintf(thp.why, sizeof(thp.why), "refused: %s", why);
+        serverLog(LL_WARNING, "fork-thp yes refused: %s; the keyspace stays in 4 KiB pages", why);
+        return;
+    }
+    prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
+    server.thp_enabled = 1;
+    thp.heap = 1;
+    snprintf(thp.why, sizeof(thp.why), "on");
+    serverLog(LL_NOTICE, "fork-thp yes: the keyspace is in transparent huge pages (jemalloc "
+                         "opt.thp=always); disable-thp is not applied");
+}
+
+/* linuxMemoryWarnings(): skip upstream's THP disabling and warning. */
+int aforkThpHeapWanted(void) {
+    return thp.heap;
+}
+
+/* ---------------------------------------------------------------- the walk */
+
+/* Resident and huge 4 KiB pages of [start, start + 2 MiB); -1 on error. */
+static int scanRange(int pm, uint64_t start, int *resident, int *huge) {
+    struct afork_page_region regions[HUGE_PAGES];
+    struct afork_pm_scan_arg arg = {
+        .size = sizeof(arg), .start = start, .end = start + HUGE_SIZE,
+        .vec = (uint64_t)(uintptr_t)regions, .vec_len = HUGE_PAGES,
+        .category_mask = AFORK_PAGE_IS_PRESENT,
+        .return_mask = AFORK_PAGE_IS_PRESENT | AFORK_PAGE_IS_HUGE,
+    };
+    int n = ioctl(pm, AFORK_PAGEMAP_SCAN, &arg);
+    if (n < 0) return -1;
+    *resident = *huge = 0;
+    for (int i = 0; i < n; i++) {
+        int pages = (int)((regions[i].end - regions[i].start) / 4096);
+        *resident += pages;
+        if (regions[i].categories & AFORK_PAGE_IS_HUGE) *huge += pages;
+    }
+    return 0;
+}
+
+static int collapseAllowedNow(void) {
+    int allowed, stop;
+    long long slow;
+    atomicGet(collapse_allowed, allowed);
+    pthread_mutex_lock(&thp.lock);
+    stop = thp.stop;
+    pthread_mutex_unlock(&thp.lock);
+    if (stop) return -1;
+    if (!allowed) return 0;
+    atomicGet(slow_loop_ms, slow);
+    if (mstime() - slow < SLOW_LOOP_PAUSE_MS) {
+        atomicIncr(st_pauses, 1);
+        return 0;
+    }
+    return 1;
+}
+
+/* Wait until collapsing is allowed; 0 when told to stop. */
+static int waitAllowed(void) {
+    int ok;
+    while ((ok = collapseAllowedNow()) == 0) usleep(SLOW_LOOP_PAUSE_MS * 1000);
+    return ok == 1;
+}
+
+/* Sleep as needed to keep the pass at or below the rate. */
+static void rateLimit(long long start_us, long long bytes) {
+    int rate = afork_thp_collapse_rate_mb;
+    if (rate <= 0) return;
+    long long due_us = bytes * 1000000LL / ((long long)rate << 20);
+    long long ahead = due_us - (ustime() - start_us);
+    if (ahead > 0) usleep(ahead);
+}
+
+typedef struct {
+    long long start_us, bytes, huge_before, collapsed;
+    int no_collapse;     /* MADV_COLLAPSE unsupported */
+    int stopped;
+} passState;
+
+static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
+    p->huge_before += (long long)huge * 4096;
+    if (huge == HUGE_PAGES || resident < COLLAPSE_MIN_RESIDENT) return;
+    if (!waitAllowed()) {
+        p->stopped = 1;
+        return;
+    }
+    long long t0 = ustime();
+    int rc = madvise((void *)(uintptr_t)addr, HUGE_SIZE, MADV_COLLAPSE);
+    atomicIncr(st_usec, ustime() - t0);
+    if (rc == 0) {
+        atomicIncr(st_ranges, 1);
+        p->collapsed++;
+    } else if (errno == EINVAL) {
+        p->no_collapse = 1;
+    } else {
+        atomicIncr(st_failures, 1);
+    }
+    p->bytes += HUGE_SIZE;
+    rateLimit(p->start_us, p->bytes);
+}
+
+/* One anonymous private writable mapping of /proc/self/maps? */
+static int anonMapping(const char *line, uint64_t *lo, uint64_t *hi) {
+    unsigned long long a, b, off, inode;
+    char perms[8], dev[16];
+    int name = 0;
+    if (sscanf(line, "%llx-%llx %7s %llx %15s %llu%n", &a, &b, perms, &off, dev, &inode, &name) < 6)
+        return 0;
+    if (strncmp(perms, "rw-p", 4) || inode != 0) return 0;
+    const char *n = line + name;
+    while (*n == ' ' || *n == '\t') n++;   /* not past the newline */
+    if (*n && *n != '\n' && strncmp(n, "[heap]", 6)) return 0;   /* [stack], [vvar]... */
+    *lo = (a + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
+    *hi = b & ~(HUGE_SIZE - 1);
+    return *hi > *lo;
+}
+
+/* The mappings, read whole before the walk (collapsing changes the file). */
+static sds readMaps(int fd) {
+    sds maps = sdsempty();
+    char buf[16384];
+    ssize_t n;
+    if (lseek(fd, 0, SEEK_SET) < 0) return maps;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) maps = sdscatlen(maps, buf, n);
+    return maps;
+}
+
+static void setCollapseState(const char *state) {
+    pthread_mutex_lock(&thp.lock);
+    snprintf(thp.collapse_state, sizeof(thp.collapse_state), "%s", state);
+    pthread_mutex_unlock(&thp.lock);
+}
+
+static void collapsePass(int maps_fd, int pm) {
+    passState p = {.start_us = ustime()};
+    if (!waitAllowed()) return;
+    setCollapseState("running");
+    sds maps = readMaps(maps_fd);
+    char *line = maps, *next;
+    for (; line && *line && !p.stopped && !p.no_collapse; line = next) {
+        uint64_t lo, hi;
+        next = strchr(line, '\n');
+        if (next) next++;
+        if (!anonMapping(line, &lo, &hi)) continue;
+        for (uint64_t a = lo; a < hi && !p.stopped && !p.no_collapse; a += HUGE_SIZE) {
+            int resident, huge;
+            if (scanRange(pm, a, &resident, &huge) == 0) collapseRange(a, resident, huge, &p);
+        }
+    }
+    sdsfree(maps);
+    atomicIncr(st_passes, 1);
+    atomicSet(st_huge_before, p.huge_before);
+    atomicSet(st_huge_after, p.huge_before + p.collapsed * (long long)HUGE_SIZE);
+    setCollapseState(p.no_collapse ? "khugepaged-only" : "ready");
+    if (p.no_collapse) {
+        pthread_mutex_lock(&thp.lock);
+        thp.stop = 1;
+        pthread_mutex_unlock(&thp.lock);
+    }
+}
+
+static void *collapseMain(void *arg) {
+    int *fds = arg, maps_fd = fds[0], pm = fds[1];
+    zfree(fds);
+    redis_set_thread_title("afork_collapse");
+    while (1) {
+        pthread_mutex_lock(&thp.lock);
+        while (!thp.pass_requested && !thp.stop) pthread_cond_wait(&thp.cond, &thp.lock);
+        int stop = thp.stop;
+        thp.pass_requested = 0;
+        pthread_mutex_unlock(&thp.lock);
+        if (stop) break;
+        collapsePass(maps_fd, pm);
+    }
+    close(maps_fd);
+    close(pm);
+    return NULL;
+}
+
+static void collapseStop(void) {
+    if (!thp.thread_started) return;
+    pthread_mutex_lock(&thp.lock);
+    thp.stop = 1;
+    pthread_cond_signal(&thp.cond);
+    pthread_mutex_unlock(&thp.lock);
+    pthread_join(thp.thread, NULL);
+    thp.thread_started = 0;
+}
+
+/* Can this kernel tell huge from split ranges? (PAGEMAP_SCAN, 6.7+) */
+static int pagemapScanWorks(int pm) {
+    int resident, huge;
+    static char probe[4096];
+    probe[0] = 1;
+    return scanRange(pm, (uint64_t)(uintptr_t)probe & ~(HUGE_SIZE - 1), &resident, &huge) == 0;
+}
+
+/* aforkInit(): start the collapse thread when it has work to do. */
+void aforkThpInit(void) {
+    snprintf(thp.collapse_state, sizeof(thp.collapse_state), "off");
+    if (!thp.heap) return;
+    if (!kernelAtLeast(6, 1)) {
+        snprintf(thp.collapse_state, sizeof(thp.collapse_state), "khugepaged-only");
+        serverLog(LL_NOTICE, "fork-thp: kernel older than 6.1 has no MADV_COLLAPSE; split huge "
+                             "pages are rebuilt by khugepaged only");
+        return;
+    }
+    int maps_fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (maps_fd == -1 || pm == -1 || !pagemapScanWorks(pm)) {
+        if (maps_fd != -1) close(maps_fd);
+        if (pm != -1) close(pm);
+        snprintf(thp.collapse_state, sizeof(thp.collapse_state), "khugepaged-only");
+        serverLog(LL_NOTICE, "fork-thp: /proc/self/pagemap has no PAGEMAP_SCAN (Linux 6.7+); "
+                             "split huge pages are rebuilt by khugepaged only");
+        return;
+    }
+    int *fds = zmalloc(sizeof(int) * 2);
+    fds[0] = maps_fd;
+    fds[1] = pm;
+    if (pthread_create(&thp.thread, NULL, collapseMain, fds) != 0) {
+        zfree(fds);
+        close(maps_fd);
+        close(pm);
+        snprintf(thp.collapse_state, sizeof(thp.collapse_state), "khugepaged-only");
+        return;
+    }
+    thp.thread_started = 1;
+    snprintf(thp.collapse_state, sizeof(thp.collapse_state), "ready");
+    atexit(collapseStop);
+}
+
+/* ---------------------------------------------------------------- hooks */
+
+/* Before every fork: the thread must not start a collapse now. */
+void aforkThpForkStarting(void) {
+    atomicSet(collapse_allowed, 0);
+}
+
+/* Each event-loop iteration (beforeSleep): publish what the thread needs. */
+void aforkThpLoopSample(long long usec) {
+    if (usec > SLOW_LOOP_USEC) atomicSet(slow_loop_ms, mstime());
+    atomicSet(collapse_allowed, !hasActiveChildProcess() && !aforkQuietWindowOpen());
+}
+
+/* resetChildState: a child is gone, its copy-on-write splits can go. */
+void aforkThpChildGone(void) {
+    if (!thp.thread_started || afork_thp_collapse_rate_mb <= 0) return;
+    pthread_mutex_lock(&thp.lock);
+    thp.pass_requested = 1;
+    pthread_cond_signal(&thp.cond);
+    pthread_mutex_unlock(&thp.lock);
+}
+
+void aforkThpResetStats(void) {
+    atomicSet(st_passes, 0);
+    atomicSet(st_ranges, 0);
+    atomicSet(st_failures, 0);
+    atomicSet(st_pauses, 0);
+    atomicSet(st_usec, 0);
+}
+
+sds aforkInfoForkThp(sds info) {
+    long long passes, ranges, failures, pauses, usec, before, after;
+    char state[64];
+    atomicGet(st_passes, passes);
+    atomicGet(st_ranges, ranges);
+    atomicGet(st_failures, failures);
+    atomicGet(st_pauses, pauses);
+    atomicGet(st_usec, usec);
+    atomicGet(st_huge_before, before);
+    atomicGet(st_huge_after, after);
+    pthread_mutex_lock(&thp.lock);
+    memcpy(state, thp.collapse_state, sizeof(state));
+    pthread_mutex_unlock(&thp.lock);
+    long long rss = (long long)server.cron_malloc_stats.process_rss;
+    return sdscatprintf(info,
+        "fork_thp:%d\r\n"
+        "fork_thp_heap:%s\r\n"
+        "fork_thp_collapse_rate_mb:%d\r\n"
+        "fork_thp_collapse_status:%s\r\n"
+        "fork_thp_collapse_passes:%lld\r\n"
+        "fork_thp_collapse_ranges:%lld\r\n"
+        "fork_thp_collapse_failures:%lld\r\n"
+        "fork_thp_collapse_pauses:%lld\r\n"
+        "fork_thp_collapse_usec:%lld\r\n"
+        "fork_thp_collapse_huge_before_bytes:%lld\r\n"
+        "fork_thp_collapse_huge_after_bytes:%lld\r\n"
+        "fork_thp_rss_overhead_bytes:%lld\r\n",
+        afork_fork_thp, thp.why, afork_thp_collapse_rate_mb,
+        afork_thp_collapse_rate_mb <= 0 && thp.thread_started ? "off" : state,
+        passes, ranges, failures, pauses, usec, before, after,
+        rss > 0 ? rss - (long long)zmalloc_used_memory() : -1);
+}
