@@ -122,8 +122,21 @@ static int configFromStdin(void) {
     return 0;
 }
 
+/* The working directory at startup: the config's "dir" changes it, and the
+ * re-exec must find relative paths (config file, includes) as before. */
+static char start_cwd[PATH_MAX];
+__attribute__((constructor)) static void rememberStartCwd(void) {
+    if (!getcwd(start_cwd, sizeof(start_cwd))) start_cwd[0] = '\0';
+}
+
 /* Start again with jemalloc's opt.thp set; returns only on failure. */
 static void reexecWithThp(void) {
+    char dir[PATH_MAX];
+    if (!getcwd(dir, sizeof(dir)) || !start_cwd[0] || chdir(start_cwd) != 0) {
+        serverLog(LL_WARNING, "fork-thp yes: cannot return to the start directory: %s",
+                  strerror(errno));
+        return;
+    }
     const char *old = getenv("JE_MALLOC_CONF");
     sds conf = old && *old ? sdscatfmt(sdsnew(old), ",%s", JE_THP_CONF) : sdsnew(JE_THP_CONF);
     setenv("JE_MALLOC_CONF", conf, 1);
@@ -134,6 +147,7 @@ static void reexecWithThp(void) {
     execv(server.executable, server.exec_argv);
     serverLog(LL_WARNING, "fork-thp yes: re-exec of %s failed: %s", server.executable,
               strerror(errno));
+    if (chdir(dir) != 0) serverLog(LL_WARNING, "fork-thp yes: cannot return to %s", dir);
 }
 
 /* Why fork-thp cannot be honoured here; NULL if it can (perhaps after a

@@ -5,6 +5,7 @@
 #                                harness) + the upstream units in UNITS below,
 #                                twice: as configured, then with
 #                                --config fork-quiet-window yes
+#                                --config fork-thp yes
 #                                + our system tests (tests/system/*.sh)
 #   tests/run.sh --upstream-all  upstream's whole Tcl suite
 #
@@ -97,8 +98,9 @@ else
     for u in $UNITS; do units+=(--single "$u"); done
     run_tcl tcl "${singles[@]}" "${units[@]}"
     # The upstream units again, with the quiet window forced on (it is off
-    # by default on a kernel without Async-fork).
-    run_tcl tcl-quiet-window --config fork-quiet-window yes "${units[@]}"
+    # by default on a kernel without Async-fork) and the keyspace in huge
+    # pages, re-collapsed after each child (fork-thp is off by default).
+    run_tcl tcl-quiet-window-thp --config fork-quiet-window yes --config fork-thp yes "${units[@]}"
     run_system
 fi
 echo "== done in $(( $(date +%s) - start )) s"

@@ -1,6 +1,8 @@
 # fork-info.tcl -- INFO fork, Async-fork detection, THP state, LATENCY
 # events and advice, --check-system.
 
+source tests/unit/afork/support/afork.tcl
+
 set forkmodule [file normalize tests/modules/fork.so]
 
 proc fork_info {field} {
@@ -25,11 +27,6 @@ proc probe_fake {dir files} {
     r config set fork-probe-root ""
     r config set fork-probe-root $dir
     list [fork_info fork_async_kernel] [fork_info fork_async_kernel_mode] [fork_info fork_async_enabled]
-}
-
-# End the running save the way upstream stops its own children (SIGUSR1).
-proc stop_bg_child {pid} {
-    catch {exec pkill -USR1 -P $pid}
 }
 
 # The bracketed value of a /sys THP mode file.

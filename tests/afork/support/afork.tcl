@@ -66,3 +66,8 @@ proc afork_wait_no_child {pid} {
         fail "a fork child is still running: [afork_children $pid]"
     }
 }
+
+# End the running save the way upstream stops its own children (SIGUSR1).
+proc stop_bg_child {pid} {
+    catch {exec pkill -USR1 -P $pid}
+}

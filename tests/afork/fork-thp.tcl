@@ -1,0 +1,159 @@
+# fork-thp.tcl -- the keyspace in transparent huge pages (fork-thp) and the
+# re-collapse of huge pages split by copy-on-write (fork-thp-collapse-rate).
+#
+# AnonHugePages is read from /proc/<pid>/smaps_rollup, from outside the
+# server, so the tests see what the kernel sees.
+
+source tests/unit/afork/support/afork.tcl
+
+proc thp_info {field} {
+    getInfoProperty [r info fork] $field
+}
+
+proc thp_anon_huge_kb {pid} {
+    set fd [open /proc/$pid/smaps_rollup]
+    set text [read $fd]
+    close $fd
+    if {![regexp {AnonHugePages:\s+(\d+) kB} $text -> kb]} { return -1 }
+    return $kb
+}
+
+# Why THP tests cannot run here, or "" when they can.
+proc thp_unavailable {} {
+    if {![file readable /sys/kernel/mm/transparent_hugepage/enabled]} {
+        return "this kernel has no transparent huge pages"
+    }
+    set fd [open /sys/kernel/mm/transparent_hugepage/enabled]
+    set mode [read $fd]
+    close $fd
+    if {[string match {*\[never\]*} $mode]} { return "THP is 'never' on this machine" }
+    if {![file readable /proc/self/smaps_rollup]} { return "no /proc/self/smaps_rollup" }
+    return ""
+}
+
+start_server {tags {"afork external:skip"}} {
+    test {fork-thp is off by default and cannot change at runtime} {
+        assert_equal [lindex [r config get fork-thp] 1] no
+        assert_equal [thp_info fork_thp] 0
+        assert_equal [thp_info fork_thp_heap] off
+        assert_equal [thp_info fork_thp_collapse_status] off
+        assert_error {*fork-thp*immutable*} {r config set fork-thp yes}
+    }
+
+    test {fork-thp-collapse-rate is validated and modifiable} {
+        assert_equal [lindex [r config get fork-thp-collapse-rate] 1] 256
+        assert_error {*fork-thp-collapse-rate*argument must be between 0 and 100000*} \
+            {r config set fork-thp-collapse-rate -1}
+        assert_error {*fork-thp-collapse-rate*argument must be between 0 and 100000*} \
+            {r config set fork-thp-collapse-rate 100001}
+        assert_error {*fork-thp-collapse-rate*argument couldn't be parsed*} \
+            {r config set fork-thp-collapse-rate fast}
+        r config set fork-thp-collapse-rate 0
+        assert_equal [thp_info fork_thp_collapse_rate_mb] 0
+        r config set fork-thp-collapse-rate 256
+    }
+
+    test {A bad fork-thp value stops the server at startup, naming the option} {
+        catch {exec src/redis-server --port 0 --fork-thp maybe 2>@1} out
+        assert_match {*fork-thp*argument must be 'yes' or 'no'*} $out
+    }
+}
+
+set why [thp_unavailable]
+if {$why ne ""} {
+    test {fork-thp with transparent huge pages} {
+        puts "SKIPPED: fork-thp THP tests: $why"
+    }
+} else {
+start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-command yes}} {
+    set pid [srv 0 pid]
+
+    test {fork-thp yes: jemalloc uses huge pages, disable-thp is not applied} {
+        assert_equal [thp_info fork_thp_heap] on
+        assert_equal [thp_info jemalloc_opt_thp] always
+        assert_equal [thp_info thp_process_disabled] 0
+        assert_equal [s 0 process_id] $pid
+        assert_match {ready} [thp_info fork_thp_collapse_status]
+    }
+
+    test {fork-thp yes: the populated keyspace is in huge pages} {
+        r debug populate 600000 key 400
+        set ::thp_populated [thp_anon_huge_kb $pid]
+        # 600000 x 400 bytes is ~300 MB of data.
+        assert_morethan $::thp_populated [expr {200 * 1024}]
+    }
+
+    test {Writes during a save split the huge pages; no re-collapse while the child lives} {
+        r config set fork-thp-collapse-rate 100000
+        set passes [thp_info fork_thp_collapse_passes]
+        r config set rdb-key-save-delay 200
+        r bgsave
+        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 1} else {
+            fail "the save did not start"
+        }
+        # Touch every 2 MiB of the data: copy-on-write splits each huge page.
+        r eval {for i = 0, 599999, 8 do redis.call('setrange', 'key:' .. i, 0, 'y') end} 0
+        set split [thp_anon_huge_kb $pid]
+        assert_lessthan $split [expr {$::thp_populated / 2}]
+        # The collapse thread would need a few hundred ms; give it 2 s.
+        after 2000
+        assert_equal [s rdb_bgsave_in_progress] 1
+        assert_lessthan [thp_anon_huge_kb $pid] [expr {$split + 8 * 1024}]
+        assert_equal [thp_info fork_thp_collapse_passes] $passes
+        set ::thp_split $split
+    }
+
+    test {After the child exits, the split huge pages are collapsed again} {
+        stop_bg_child $pid
+        wait_for_condition 100 100 {
+            [s rdb_bgsave_in_progress] == 0 &&
+            [thp_info fork_thp_collapse_status] eq "ready" &&
+            [thp_info fork_thp_collapse_passes] >= 1
+        } else {
+            fail "no collapse pass after the child exited"
+        }
+        set now [thp_anon_huge_kb $pid]
+        assert_morethan $now [expr {$::thp_populated * 9 / 10}]
+        assert_morethan [thp_info fork_thp_collapse_ranges] 50
+        assert_morethan [thp_info fork_thp_collapse_huge_after_bytes] \
+                        [thp_info fork_thp_collapse_huge_before_bytes]
+        assert_morethan [thp_info fork_thp_collapse_usec] 0
+        assert_equal [thp_info fork_thp_collapse_failures] 0
+    }
+
+    test {fork-thp-collapse-rate 0: split pages stay split after the child exits} {
+        r config set fork-thp-collapse-rate 0
+        set passes [thp_info fork_thp_collapse_passes]
+        r bgsave
+        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 1} else {
+            fail "the save did not start"
+        }
+        r eval {for i = 0, 599999, 8 do redis.call('setrange', 'key:' .. i, 0, 'z') end} 0
+        stop_bg_child $pid
+        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 0} else {
+            fail "the save did not end"
+        }
+        after 1000
+        assert_equal [thp_info fork_thp_collapse_passes] $passes
+        assert_lessthan [thp_anon_huge_kb $pid] [expr {$::thp_populated / 2}]
+        assert_equal [thp_info fork_thp_collapse_status] off
+    }
+
+    test {CONFIG RESETSTAT clears the collapse counters} {
+        r config resetstat
+        assert_equal [thp_info fork_thp_collapse_ranges] 0
+        assert_equal [thp_info fork_thp_collapse_passes] 0
+        assert_morethan [thp_info fork_thp_rss_overhead_bytes] 0
+    }
+
+    test {The save still works and restarts cleanly with fork-thp} {
+        r config set rdb-key-save-delay 0
+        r config set fork-thp-collapse-rate 256
+        r bgsave
+        waitForBgsave r
+        r debug reload
+        assert_equal [r dbsize] 600000
+        assert_equal [r getrange key:8 0 0] z
+    }
+}
+}
