@@ -35,10 +35,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GIB = 1 << 30
 MIB = 1 << 20
 
-# name -> (which build, extra config). Later scenarios add variants here.
+# name -> (which build, extra config).
 VARIANTS = {
     "stock": ("stock", []),
     "redis-afork": ("afork", []),
+    # fork-thp: the keyspace in huge pages, without / with the re-collapse.
+    "afork-thp": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "0"]),
+    "afork-thp-collapse": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "256"]),
+}
+# scenario -> default variants
+SCENARIOS = {
+    "fork": "stock redis-afork",
+    "steady": "stock afork-thp afork-thp-collapse",
 }
 
 POPULATE_LUA = """
@@ -309,13 +317,61 @@ def load_run(srv, tools, keys, args, requests, tag, outdir, with_save):
             for t, r in samples:
                 if r > 1.0:
                     f.write("%.6f,%.3f\n" % (t - t_save, r))
-        res["bgsave_unix_time"] = t_save
+        with open(os.path.join(outdir, "probe_%s.bgsave" % tag), "w") as f:
+            f.write("%.6f\n" % t_save)
     else:
         res.update(gap_summary(samples))
     return res
 
 
 # ---------------------------------------------------------------- one server
+
+def load_requests(srv, args, keys, idle_save_s):
+    """Requests for a run long enough that a save under load (about twice
+    the idle one) ends before the load, when the BGSAVE comes a third in."""
+    seconds = max(args.load_seconds, 3.0 * idle_save_s)
+    rate = calibrate(args.tools, srv.port, keys, args.value_size)
+    return max(20000, int(rate * seconds)), seconds
+
+
+def wait_collapse(srv, passes_before, limit_s=300):
+    """Steady scenario: let the re-collapse pass after a save finish."""
+    t0 = time.time()
+    while time.time() - t0 < limit_s:
+        f = srv.info("fork")
+        if f.get("fork_thp_collapse_status") not in ("ready", "running"):
+            return 0.0
+        if (int(f["fork_thp_collapse_passes"]) > passes_before
+                and f["fork_thp_collapse_status"] == "ready"):
+            return time.time() - t0
+        time.sleep(0.1)
+    return time.time() - t0
+
+
+def steady_rounds(srv, size, name, args, keys, idle_save_s, tag, outdir, rows):
+    """Rounds of {write load over the whole keyspace, BGSAVE under it}."""
+    requests, seconds = load_requests(srv, args, keys, idle_save_s)
+    progress(size, name, "steady: load without save (%d requests, ~%ds)" % (requests, seconds))
+    ctl = load_run(srv, args.tools, keys, args, requests, tag + "_nosave", outdir, False)
+    record(rows, size, name, "nosave_rps", ctl["rps"])
+    forks = []
+    for rnd in range(1, args.rounds + 1):
+        passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
+        progress(size, name, "steady: round %d/%d, load + BGSAVE" % (rnd, args.rounds))
+        r = load_run(srv, args.tools, keys, args, requests, "%s_round%d" % (tag, rnd),
+                     outdir, True)
+        for k in ("fork_ms", "max_ms", "p999_ms", "p99_ms", "rps", "cow_mb", "save_s"):
+            record(rows, size, name, "round%d_%s" % (rnd, k), r[k])
+        forks.append(r["fork_ms"])
+        waited = wait_collapse(srv, passes)
+        if "fork_thp_collapse_passes" in srv.info("fork"):
+            f = srv.info("fork")
+            record(rows, size, name, "round%d_collapse_wait_s" % rnd, waited)
+            record(rows, size, name, "round%d_huge_after_mb" % rnd,
+                   max(0, int(f["fork_thp_collapse_huge_after_bytes"])) / MIB)
+    record(rows, size, name, "steady_fork_ms_median", statistics.median(forks[1:] or forks))
+    record(rows, size, name, "steady_fork_ms_max", max(forks[1:] or forks))
+
 
 def run_variant(size, name, args, outdir, rows, forks_by):
     build, extra = VARIANTS[name]
@@ -332,16 +388,21 @@ def run_variant(size, name, args, outdir, rows, forks_by):
         record(rows, size, name, "used_memory_mb", int(mem["used_memory"]) / MIB)
         record(rows, size, name, "rss_after_populate_mb", int(mem["used_memory_rss"]) / MIB)
 
+        if args.scenario == "steady":
+            progress(size, name, "first BGSAVE (idle)")
+            idle, forks = idle_saves(srv, rounds=1)
+            record(rows, size, name, "first_fork_ms", idle["idle_fork_ms_median"])
+            steady_rounds(srv, size, name, args, keys, idle["idle_save_s"], tag, outdir, rows)
+            finish_memory(srv, size, name, rows)
+            return
         progress(size, name, "idle: 3 BGSAVEs")
         idle, forks = idle_saves(srv)
         forks_by[(size, name)] = forks
         for k, v in idle.items():
             record(rows, size, name, k, v)
 
-        rate = calibrate(args.tools, srv.port, keys, args.value_size)
-        requests = max(20000, int(rate * args.load_seconds))
-        progress(size, name, "load without save (%d requests, ~%ds)"
-                 % (requests, args.load_seconds))
+        requests, seconds = load_requests(srv, args, keys, idle["idle_save_s"])
+        progress(size, name, "load without save (%d requests, ~%ds)" % (requests, seconds))
         ctl = load_run(srv, args.tools, keys, args, requests, tag + "_nosave", outdir, False)
         for k in ("rps", "p50_ms", "p99_ms", "p999_ms", "max_ms",
                   "gaps_over_1ms", "max_gap_ms"):
@@ -353,15 +414,18 @@ def run_variant(size, name, args, outdir, rows, forks_by):
                   "max_ms", "gaps_over_1ms", "max_gap_ms", "total_gap_ms",
                   "save_outlasted_load"):
             record(rows, size, name, "save_" + k, sv[k])
-        with open(os.path.join(outdir, "probe_%s_save.bgsave" % tag), "w") as f:
-            f.write("%.6f\n" % sv["bgsave_unix_time"])
 
-        mem = srv.info("memory")
-        record(rows, size, name, "peak_rss_mb", srv.peak_rss() / MIB)
-        record(rows, size, name, "fragmentation_ratio", float(mem["mem_fragmentation_ratio"]))
+        finish_memory(srv, size, name, rows)
     finally:
         srv.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def finish_memory(srv, size, name, rows):
+    mem = srv.info("memory")
+    record(rows, size, name, "peak_rss_mb", srv.peak_rss() / MIB)
+    record(rows, size, name, "rss_mb", int(mem["used_memory_rss"]) / MIB)
+    record(rows, size, name, "fragmentation_ratio", float(mem["mem_fragmentation_ratio"]))
 
 
 def record(rows, size, variant, metric, value):
@@ -408,6 +472,7 @@ def machine_info(args):
         "python": platform.python_version(), "matplotlib": mpl,
         "value_size": args.value_size, "load_seconds": args.load_seconds,
         "variants": {k: VARIANTS[k][1] for k in args.variants},
+        "scenario": args.scenario, "rounds": args.rounds,
     }
 
 
@@ -460,15 +525,40 @@ LABELS = [
     ("save_gaps_over_1ms", "during save: PING gaps > 1 ms"),
     ("save_max_gap_ms", "during save: longest PING gap (ms)"),
     ("save_total_gap_ms", "during save: sum of PING gaps > 1 ms (ms)"),
+    ("first_fork_ms", "first fork, idle (ms)"),
+    ("steady_fork_ms_median", "steady state: fork, parent blocked (ms, median of rounds 2+)"),
+    ("steady_fork_ms_max", "steady state: fork, parent blocked (ms, max of rounds 2+)"),
     ("peak_rss_mb", "peak RSS of the server (MB)"),
+    ("rss_mb", "RSS at the end (MB)"),
     ("fragmentation_ratio", "fragmentation ratio (RSS / used)"),
 ]
+
+
+ROUND_LABELS = [
+    ("fork_ms", "fork, parent blocked (ms)"), ("max_ms", "with save: max (ms)"),
+    ("p999_ms", "with save: p99.9 (ms)"), ("p99_ms", "with save: p99 (ms)"),
+    ("rps", "with save: throughput (req/s)"), ("cow_mb", "COW (MB)"),
+    ("save_s", "save duration (s)"), ("collapse_wait_s", "re-collapse after the save (s)"),
+    ("huge_after_mb", "huge after the re-collapse (MB)"),
+]
+
+
+def all_labels(rows):
+    """The fixed labels, then one block per steady-state round."""
+    labels = list(LABELS)
+    rounds = sorted({int(r["metric"][5:].split("_")[0]) for r in rows
+                     if r["metric"].startswith("round")})
+    for rnd in rounds:
+        labels += [("round%d_%s" % (rnd, k), "round %d: %s" % (rnd, text))
+                   for k, text in ROUND_LABELS]
+    return labels
 
 
 def write_markdown(rows, machine, variants, sizes, path):
     val = {(r["size_gb"], r["variant"], r["metric"]): r["value"] for r in rows}
     base = variants[0]
-    lines = ["# Fork cost: %s side by side" % ", ".join(variants), ""]
+    lines = ["# Fork cost (%s scenario): %s side by side"
+             % (machine["scenario"], ", ".join(variants)), ""]
     lines += ["Machine: kernel %s, %s x %s, %.1f GiB RAM, THP enabled `%s`, defrag `%s`."
               % (machine["kernel"], machine["cpus"], machine["cpu"], machine["mem_total_gib"],
                  machine["thp_enabled"], machine["thp_defrag"]),
@@ -481,7 +571,7 @@ def write_markdown(rows, machine, variants, sizes, path):
         lines += ["## %s GB" % fmt_size(size), ""]
         head = ["metric"] + list(variants) + ["%s / %s" % (v, base) for v in variants[1:]]
         lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for metric, label in LABELS:
+        for metric, label in all_labels(rows):
             vals = [val.get((size, v, metric)) for v in variants]
             if all(x is None for x in vals):
                 continue
@@ -516,7 +606,11 @@ def fmt_cell(x):
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="1", help="dataset sizes in GB, e.g. '1 4 8'")
-    p.add_argument("--variants", default="stock redis-afork")
+    p.add_argument("--scenario", default="fork", choices=sorted(SCENARIOS),
+                   help="fork: idle forks and one save under load; steady: rounds of "
+                        "load + save (steady state, fork-thp)")
+    p.add_argument("--variants", default=None, help="default: per scenario")
+    p.add_argument("--rounds", type=int, default=5, help="steady scenario rounds")
     p.add_argument("--afork-bin", required=True, help="folder with redis-afork's programs")
     p.add_argument("--stock-bin", required=True, help="folder with stock's redis-server")
     p.add_argument("--out", required=True, help="results folder (created)")
@@ -530,7 +624,7 @@ def parse_args():
         p.error("--sizes: %r is not a list of numbers (GB)" % a.sizes)
     if not a.sizes or any(s <= 0 for s in a.sizes):
         p.error("--sizes: give one or more sizes above 0 (GB)")
-    a.variants = a.variants.split()
+    a.variants = (a.variants or SCENARIOS[a.scenario]).split()
     for v in a.variants:
         if v not in VARIANTS:
             p.error("--variants: unknown variant %r (known: %s)" % (v, ", ".join(VARIANTS)))
