@@ -259,9 +259,16 @@ def parse_benchmark(text):
 
 
 def calibrate(tools, port, keys, value_size):
-    out = subprocess.run(benchmark_cmd(tools, port, keys, value_size, 100000),
-                         capture_output=True, text=True, check=True).stdout
-    return parse_benchmark(out)["rps"]
+    """Requests per second of the load, from a ~2 s run (a shorter one
+    underestimates: connection set-up weighs more)."""
+    n = 100000
+    while True:
+        t0 = time.time()
+        out = subprocess.run(benchmark_cmd(tools, port, keys, value_size, n),
+                             capture_output=True, text=True, check=True).stdout
+        if time.time() - t0 >= 1.5 or n >= 10000000:
+            return parse_benchmark(out)["rps"]
+        n *= 4
 
 
 def start_probe(port, path):
@@ -289,8 +296,9 @@ def gap_summary(samples, since=None, until=None):
             "total_gap_ms": sum(gaps)}
 
 
-def load_run(srv, tools, keys, args, requests, tag, outdir, with_save):
-    """One redis-benchmark run, a BGSAVE a third of the way in if asked."""
+def load_run(srv, tools, keys, args, requests, tag, outdir, with_save, seconds):
+    """One redis-benchmark run of about `seconds`, a BGSAVE a third of the
+    way in if asked."""
     probe_csv = os.path.join(outdir, "probe_%s.csv.gz" % tag)
     probe = start_probe(srv.port, probe_csv)
     time.sleep(0.3)
@@ -299,7 +307,7 @@ def load_run(srv, tools, keys, args, requests, tag, outdir, with_save):
     res = {}
     t_save = t_done = None
     if with_save:
-        time.sleep(args.load_seconds / 3.0)
+        time.sleep(seconds / 3.0)
         t_save, t_done = bgsave_and_wait(srv, poll=0.05)
     out = bench.communicate()[0]
     t_end = time.time()
@@ -352,14 +360,15 @@ def steady_rounds(srv, size, name, args, keys, idle_save_s, tag, outdir, rows):
     """Rounds of {write load over the whole keyspace, BGSAVE under it}."""
     requests, seconds = load_requests(srv, args, keys, idle_save_s)
     progress(size, name, "steady: load without save (%d requests, ~%ds)" % (requests, seconds))
-    ctl = load_run(srv, args.tools, keys, args, requests, tag + "_nosave", outdir, False)
+    ctl = load_run(srv, args.tools, keys, args, requests, tag + "_nosave", outdir, False,
+                   seconds)
     record(rows, size, name, "nosave_rps", ctl["rps"])
     forks = []
     for rnd in range(1, args.rounds + 1):
         passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
         progress(size, name, "steady: round %d/%d, load + BGSAVE" % (rnd, args.rounds))
         r = load_run(srv, args.tools, keys, args, requests, "%s_round%d" % (tag, rnd),
-                     outdir, True)
+                     outdir, True, seconds)
         for k in ("fork_ms", "max_ms", "p999_ms", "p99_ms", "rps", "cow_mb", "save_s"):
             record(rows, size, name, "round%d_%s" % (rnd, k), r[k])
         forks.append(r["fork_ms"])
@@ -403,13 +412,15 @@ def run_variant(size, name, args, outdir, rows, forks_by):
 
         requests, seconds = load_requests(srv, args, keys, idle["idle_save_s"])
         progress(size, name, "load without save (%d requests, ~%ds)" % (requests, seconds))
-        ctl = load_run(srv, args.tools, keys, args, requests, tag + "_nosave", outdir, False)
+        ctl = load_run(srv, args.tools, keys, args, requests, tag + "_nosave", outdir, False,
+                       seconds)
         for k in ("rps", "p50_ms", "p99_ms", "p999_ms", "max_ms",
                   "gaps_over_1ms", "max_gap_ms"):
             record(rows, size, name, "nosave_" + k, ctl[k])
 
         progress(size, name, "load with BGSAVE")
-        sv = load_run(srv, args.tools, keys, args, requests, tag + "_save", outdir, True)
+        sv = load_run(srv, args.tools, keys, args, requests, tag + "_save", outdir, True,
+                      seconds)
         for k in ("fork_ms", "save_s", "cow_mb", "rps", "p50_ms", "p99_ms", "p999_ms",
                   "max_ms", "gaps_over_1ms", "max_gap_ms", "total_gap_ms",
                   "save_outlasted_load"):

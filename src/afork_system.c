@@ -250,7 +250,7 @@ int aforkCheckForkThp(sds *msg) {
         *msg = sdsnew("Transparent huge pages are 'never': the keyspace stays in 4 KiB pages, so fork()"
                       " copies about 512 times more page-table entries than with huge pages. On this"
                       " kernel (>= 5.8) huge pages no longer make copy-on-write after fork() worse:"
-                      " consider 'madvise'.");
+                      " consider 'madvise' with fork-thp yes.");
         return -1;
     }
     return 1;
