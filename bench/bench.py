@@ -162,14 +162,17 @@ def free_port():
 
 # ---------------------------------------------------------------- phases
 
-def populate(srv, size_gb, value_size):
-    """Fill to size_gb of used memory; return the number of keys."""
+def populate(srv, size_gb, value_size, keys=None):
+    """Fill to size_gb of used memory, or to `keys` keys when given (the
+    count the first server of this size got, so all get the same data);
+    return the number of keys."""
     sha = srv.conn.call("SCRIPT", "LOAD", POPULATE_LUA)
     base = int(srv.info("memory")["used_memory"])
     sample = 20000
     srv.conn.call("EVALSHA", sha, 0, 0, sample - 1, value_size)
-    per_key = (int(srv.info("memory")["used_memory"]) - base) / sample
-    keys = max(sample, int(size_gb * GIB / per_key))
+    if keys is None:
+        per_key = (int(srv.info("memory")["used_memory"]) - base) / sample
+        keys = max(sample, int(size_gb * GIB / per_key))
     batch = 200000
     for first in range(sample, keys, batch):
         srv.conn.call("EVALSHA", sha, 0, first, min(first + batch, keys) - 1, value_size)
@@ -391,7 +394,8 @@ def run_variant(size, name, args, outdir, rows, forks_by):
     srv = Server(binary, free_port(), work, extra)
     try:
         progress(size, name, "populate")
-        keys = populate(srv, size, args.value_size)
+        keys = populate(srv, size, args.value_size, args.keys_by_size.get(size))
+        args.keys_by_size[size] = keys
         mem = srv.info("memory")
         record(rows, size, name, "keys", keys)
         record(rows, size, name, "used_memory_mb", int(mem["used_memory"]) / MIB)
@@ -640,6 +644,7 @@ def parse_args():
         if v not in VARIANTS:
             p.error("--variants: unknown variant %r (known: %s)" % (v, ", ".join(VARIANTS)))
     a.tools = a.afork_bin
+    a.keys_by_size = {}
     for d in (a.afork_bin, a.stock_bin):
         if not os.access(os.path.join(d, "redis-server"), os.X_OK):
             p.error("no redis-server in %s (run make and make stock)" % d)
