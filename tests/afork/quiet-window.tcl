@@ -10,25 +10,25 @@ source tests/unit/afork/support/afork.tcl
 set logfile [file normalize [tmpfile afork-quiet.log]]
 tags {"afork external:skip"} {
     set server_pid [afork_start_server $logfile --fork-quiet-window yes]
-    R debug populate 1000
+    afork_r debug populate 1000
 
     test {Config: fork-quiet-window and its timeout are validated and settable} {
-        assert_error "*fork-quiet-window*auto, yes, no*" {R config set fork-quiet-window maybe}
-        assert_error "*fork-quiet-window-timeout*between 1 and 60000*" {R config set fork-quiet-window-timeout 0}
-        assert_error "*fork-quiet-window-timeout*" {R config set fork-quiet-window-timeout abc}
-        R config set fork-quiet-window no
+        assert_error "*fork-quiet-window*auto, yes, no*" {afork_r config set fork-quiet-window maybe}
+        assert_error "*fork-quiet-window-timeout*between 1 and 60000*" {afork_r config set fork-quiet-window-timeout 0}
+        assert_error "*fork-quiet-window-timeout*" {afork_r config set fork-quiet-window-timeout abc}
+        afork_r config set fork-quiet-window no
         assert_equal 0 [afork_fork_info fork_quiet_window_enabled]
-        R config set fork-quiet-window yes
+        afork_r config set fork-quiet-window yes
         assert_equal 1 [afork_fork_info fork_quiet_window_enabled]
-        R config set fork-quiet-window-timeout 250
-        assert_equal {fork-quiet-window-timeout 250} [R config get fork-quiet-window-timeout]
-        R config set fork-quiet-window-timeout 1000
+        afork_r config set fork-quiet-window-timeout 250
+        assert_equal {fork-quiet-window-timeout 250} [afork_r config get fork-quiet-window-timeout]
+        afork_r config set fork-quiet-window-timeout 1000
     }
 
     test {BGSAVE: the child reports and the window closes} {
         set before [afork_fork_info fork_quiet_windows]
-        R bgsave
-        waitForBgsave R
+        afork_r bgsave
+        waitForBgsave afork_r
         wait_for_window_closed
         assert_equal [expr {$before + 1}] [afork_fork_info fork_quiet_windows]
         assert {[afork_fork_info latest_fork_child_ready_usec] >= 0}
@@ -38,17 +38,17 @@ tags {"afork external:skip"} {
     }
 
     test {Inside the window the log file is not written; afterwards it is, with original times} {
-        R config set fork-debug-ready-delay 600
+        afork_r config set fork-debug-ready-delay 600
         set deferred [afork_fork_info fork_quiet_deferred_logs]
-        R bgsave
+        afork_r bgsave
         after 200
         assert_equal 1 [afork_fork_info fork_quiet_window_active]
         # Only the first BGSAVE's line is in the file so far.
         assert_equal 1 [llength [afork_log_lines $logfile "*Background saving started by pid*"]]
-        R debug log "afork-inside-window"
+        afork_r debug log "afork-inside-window"
         assert_equal {} [afork_log_lines $logfile "*afork-inside-window*"]
         wait_for_window_closed
-        waitForBgsave R
+        waitForBgsave afork_r
         set started [lindex [afork_log_lines $logfile "*Background saving started by pid*"] end]
         set inside [lindex [afork_log_lines $logfile "*afork-inside-window*"] 0]
         assert_match "*:M *" $started
@@ -60,15 +60,15 @@ tags {"afork external:skip"} {
         assert {[afork_log_ms $inside] - [afork_log_ms $started] >= 150}
         assert {[afork_log_ms $inside] < [afork_log_ms $saved]}
         assert_equal [expr {$deferred + 2}] [afork_fork_info fork_quiet_deferred_logs]
-        R config set fork-debug-ready-delay 0
+        afork_r config set fork-debug-ready-delay 0
     }
 
     test {Deferred lines keep their order} {
-        R config set fork-debug-ready-delay 500
-        R bgsave
-        for {set i 0} {$i < 20} {incr i} { R debug log "afork-order-$i" }
+        afork_r config set fork-debug-ready-delay 500
+        afork_r bgsave
+        for {set i 0} {$i < 20} {incr i} { afork_r debug log "afork-order-$i" }
         wait_for_window_closed
-        waitForBgsave R
+        waitForBgsave afork_r
         set got {}
         foreach l [afork_log_lines $logfile "*afork-order-*"] {
             regexp {afork-order-(\d+)} $l -> n
@@ -77,51 +77,51 @@ tags {"afork external:skip"} {
         set want {}
         for {set i 0} {$i < 20} {incr i} { lappend want $i }
         assert_equal $want $got
-        R config set fork-debug-ready-delay 0
+        afork_r config set fork-debug-ready-delay 0
     }
 
     test {Ring overflow: lines beyond the ring are counted and the loss is logged} {
-        R config set fork-debug-ready-delay 800
+        afork_r config set fork-debug-ready-delay 800
         set dropped [afork_fork_info fork_quiet_dropped_logs]
-        R bgsave
-        for {set i 0} {$i < 100} {incr i} { R debug log "afork-flood-$i" }
+        afork_r bgsave
+        for {set i 0} {$i < 100} {incr i} { afork_r debug log "afork-flood-$i" }
         wait_for_window_closed
-        waitForBgsave R
+        waitForBgsave afork_r
         set lost [expr {[afork_fork_info fork_quiet_dropped_logs] - $dropped}]
         # 1 "started" line + 100 floods into a ring of 64
         assert_equal 37 $lost
         assert_equal 63 [llength [afork_log_lines $logfile "*afork-flood-*"]]
         assert_equal 1 [llength [afork_log_lines $logfile "*37 log lines were lost*"]]
-        assert_equal PONG [R ping]
-        R config set fork-debug-ready-delay 0
+        assert_equal PONG [afork_r ping]
+        afork_r config set fork-debug-ready-delay 0
     }
 
     test {Timeout: a child that never reports does not hold the window} {
-        R config set fork-debug-ready-delay 5000
-        R config set fork-quiet-window-timeout 300
+        afork_r config set fork-debug-ready-delay 5000
+        afork_r config set fork-quiet-window-timeout 300
         set timeouts [afork_fork_info fork_quiet_window_timeouts]
         set n [llength [afork_log_lines $logfile "*Background saving started by pid*"]]
-        R bgsave
+        afork_r bgsave
         wait_for_window_closed
         assert_equal [expr {$timeouts + 1}] [afork_fork_info fork_quiet_window_timeouts]
         assert_equal [expr {$n + 1}] [llength [afork_log_lines $logfile "*Background saving started by pid*"]]
         assert_equal 1 [llength [afork_log_lines $logfile "*closed after 300 ms without a ready message*"]]
-        waitForBgsave R
+        waitForBgsave afork_r
         # The late message is still read: the child-ready time is recorded.
         wait_for_condition 50 100 {
             [afork_fork_info latest_fork_child_ready_usec] >= 5000000
         } else {
             fail "late ready message not recorded"
         }
-        R config set fork-debug-ready-delay 0
-        R config set fork-quiet-window-timeout 1000
+        afork_r config set fork-debug-ready-delay 0
+        afork_r config set fork-quiet-window-timeout 1000
     }
 
     test {EOF: a child killed before it reports closes the window} {
-        R config set fork-debug-ready-delay 10000
-        R config set fork-quiet-window-timeout 60000
+        afork_r config set fork-debug-ready-delay 10000
+        afork_r config set fork-quiet-window-timeout 60000
         set eofs [afork_fork_info fork_quiet_window_eofs]
-        R bgsave
+        afork_r bgsave
         after 100
         assert_equal 1 [afork_fork_info fork_quiet_window_active]
         exec kill -9 [exec pgrep -P $server_pid]
@@ -129,19 +129,19 @@ tags {"afork external:skip"} {
         assert_equal [expr {$eofs + 1}] [afork_fork_info fork_quiet_window_eofs]
         assert_equal -1 [afork_fork_info latest_fork_child_ready_usec]
         wait_for_condition 50 100 {
-            [getInfoProperty [R info persistence] rdb_bgsave_in_progress] == 0
+            [getInfoProperty [afork_r info persistence] rdb_bgsave_in_progress] == 0
         } else {
             fail "killed child not reaped"
         }
-        assert_equal PONG [R ping]
-        R config set fork-debug-ready-delay 0
-        R config set fork-quiet-window-timeout 1000
+        assert_equal PONG [afork_r ping]
+        afork_r config set fork-debug-ready-delay 0
+        afork_r config set fork-quiet-window-timeout 1000
     }
 
     test {BGREWRITEAOF gets a window too} {
         set before [afork_fork_info fork_quiet_windows]
-        R bgrewriteaof
-        waitForBgrewriteaof R
+        afork_r bgrewriteaof
+        waitForBgrewriteaof afork_r
         wait_for_window_closed
         assert_equal [expr {$before + 1}] [afork_fork_info fork_quiet_windows]
         assert {[afork_fork_info latest_fork_child_ready_usec] >= 0}
@@ -149,33 +149,33 @@ tags {"afork external:skip"} {
     }
 
     test {fork-quiet-window no: upstream behaviour, nothing deferred} {
-        R config set fork-quiet-window no
+        afork_r config set fork-quiet-window no
         set deferred [afork_fork_info fork_quiet_deferred_logs]
         set windows [afork_fork_info fork_quiet_windows]
-        R bgsave
-        waitForBgsave R
+        afork_r bgsave
+        waitForBgsave afork_r
         assert_equal $deferred [afork_fork_info fork_quiet_deferred_logs]
         assert_equal $windows [afork_fork_info fork_quiet_windows]
         # The ready message is still read.
         assert {[afork_fork_info latest_fork_child_ready_usec] >= 0}
-        R config set fork-quiet-window yes
+        afork_r config set fork-quiet-window yes
     }
 
     test {CONFIG RESETSTAT clears the counters} {
-        R config resetstat
+        afork_r config resetstat
         assert_equal 0 [afork_fork_info fork_quiet_windows]
         assert_equal 0 [afork_fork_info fork_quiet_deferred_logs]
         assert_equal 0 [afork_fork_info max_fork_child_ready_usec]
     }
 
     test {Shutdown inside a window writes the held lines} {
-        R config set fork-debug-ready-delay 10000
-        R config set fork-quiet-window-timeout 60000
+        afork_r config set fork-debug-ready-delay 10000
+        afork_r config set fork-quiet-window-timeout 60000
         set n [llength [afork_log_lines $logfile "*Background saving started by pid*"]]
-        R bgsave
+        afork_r bgsave
         after 100
         assert_equal 1 [afork_fork_info fork_quiet_window_active]
-        catch {R shutdown nosave}
+        catch {afork_r shutdown nosave}
         wait_for_condition 50 100 {
             [llength [afork_log_lines $logfile "*ready to exit, bye bye*"]] >= 1
         } else {

@@ -19,7 +19,7 @@ exec cc -shared -fPIC -o $failfork tests/unit/afork/support/failfork.c -ldl
 # Start a Lua debugger session (a forked child) on a new client. The
 # caller reads the "Stopped at 1" reply. Returns the client.
 proc afork_ldb_start {} {
-    set rd [redis $::host [lindex [R config get port] 1] 1 $::tls]
+    set rd [redis $::host [lindex [afork_r config get port] 1] 1 $::tls]
     $rd script debug yes
     assert_equal OK [$rd read]
     $rd eval {return 'afork-ldb'} 0
@@ -41,14 +41,14 @@ tags {"afork external:skip"} {
         --loadmodule $forkmodule]
     unset ::env(LD_PRELOAD)
     try {
-        R debug populate 1000
+        afork_r debug populate 1000
         set fds [afork_fd_count $server_pid]
 
         test {Module fork (RedisModule_Fork) gets a window} {
             set before [afork_fork_info fork_quiet_windows]
-            R fork.create 0 0
+            afork_r fork.create 0 0
             wait_for_condition 100 50 {
-                [R fork.exitcode] == 0
+                [afork_r fork.exitcode] == 0
             } else {
                 fail "module fork child did not finish"
             }
@@ -72,16 +72,16 @@ tags {"afork external:skip"} {
         }
 
         test {A Lua debugger fork while an RDB child's window is open} {
-            R config set fork-debug-ready-delay 800
+            afork_r config set fork-debug-ready-delay 800
             set before [afork_fork_info fork_quiet_windows]
             set started [llength [afork_log_lines $logfile "*Background saving started by pid*"]]
-            R bgsave
+            afork_r bgsave
             after 100
             assert_equal 1 [afork_fork_info fork_quiet_window_active]
             # The debugger's fork replaces the RDB child's window (whose late
             # ready message is then not waited for) with its own.
             set rd [afork_ldb_start]
-            R config set fork-debug-ready-delay 0
+            afork_r config set fork-debug-ready-delay 0
             # Upstream 8.0.6 (stock too) shuts the debugged client's socket down
             # when it frees it in the parent while another child lives, so the
             # session ends at once (see BUGS).
@@ -91,72 +91,72 @@ tags {"afork external:skip"} {
             assert_equal [expr {$before + 2}] [afork_fork_info fork_quiet_windows]
             # The RDB child's line, held by the first window, is written.
             assert_equal [expr {$started + 1}] [llength [afork_log_lines $logfile "*Background saving started by pid*"]]
-            waitForBgsave R
-            assert_equal ok [getInfoProperty [R info persistence] rdb_last_bgsave_status]
+            waitForBgsave afork_r
+            assert_equal ok [getInfoProperty [afork_r info persistence] rdb_last_bgsave_status]
             afork_wait_no_child $server_pid
             assert_equal $fds [afork_fd_count $server_pid]
-            assert_equal PONG [R ping]
+            assert_equal PONG [afork_r ping]
         }
 
         test {Two forks in quick succession: BGSAVE, then a scheduled BGREWRITEAOF} {
-            R config set fork-debug-ready-delay 300
+            afork_r config set fork-debug-ready-delay 300
             set before [afork_fork_info fork_quiet_windows]
-            R bgsave
-            assert_match "*scheduled*" [R bgrewriteaof]
+            afork_r bgsave
+            assert_match "*scheduled*" [afork_r bgrewriteaof]
             wait_for_condition 100 100 {
                 [afork_fork_info fork_quiet_windows] == $before + 2 &&
                 [afork_fork_info fork_quiet_window_active] == 0
             } else {
                 fail "expected two windows, got [expr {[afork_fork_info fork_quiet_windows] - $before}]"
             }
-            waitForBgsave R
-            waitForBgrewriteaof R
-            R config set fork-debug-ready-delay 0
+            waitForBgsave afork_r
+            waitForBgrewriteaof afork_r
+            afork_r config set fork-debug-ready-delay 0
             assert_equal 1 [llength [afork_log_lines $logfile "*Background append only file rewriting started by pid*"]]
             afork_wait_no_child $server_pid
             assert_equal $fds [afork_fd_count $server_pid]
         }
 
         test {A child killed after it reported: window already closed, server serves} {
-            R config set rdb-key-save-delay 10000
+            afork_r config set rdb-key-save-delay 10000
             set eofs [afork_fork_info fork_quiet_window_eofs]
             set windows [afork_fork_info fork_quiet_windows]
-            R bgsave
+            afork_r bgsave
             wait_for_window_closed
             assert {[afork_fork_info latest_fork_child_ready_usec] >= 0}
             exec kill -9 [afork_children $server_pid]
             wait_for_condition 100 50 {
-                [getInfoProperty [R info persistence] rdb_bgsave_in_progress] == 0
+                [getInfoProperty [afork_r info persistence] rdb_bgsave_in_progress] == 0
             } else {
                 fail "killed child not reaped"
             }
-            R config set rdb-key-save-delay 0
+            afork_r config set rdb-key-save-delay 0
             assert_equal $eofs [afork_fork_info fork_quiet_window_eofs]
             assert_equal [expr {$windows + 1}] [afork_fork_info fork_quiet_windows]
-            assert_equal err [getInfoProperty [R info persistence] rdb_last_bgsave_status]
+            assert_equal err [getInfoProperty [afork_r info persistence] rdb_last_bgsave_status]
             assert_equal 1 [llength [afork_log_lines $logfile "*Background saving terminated by signal 9*"]]
             afork_wait_no_child $server_pid
             assert_equal $fds [afork_fd_count $server_pid]
-            assert_equal PONG [R ping]
+            assert_equal PONG [afork_r ping]
         }
 
         test {A child stopped with SIGSTOP before it reports: the timeout closes the window} {
-            R config set fork-debug-ready-delay 300
-            R config set fork-quiet-window-timeout 500
+            afork_r config set fork-debug-ready-delay 300
+            afork_r config set fork-quiet-window-timeout 500
             set timeouts [afork_fork_info fork_quiet_window_timeouts]
-            R bgsave
+            afork_r bgsave
             set child [afork_children $server_pid]
             exec kill -STOP $child
             after 100
             assert_equal 1 [afork_fork_info fork_quiet_window_active]
             wait_for_window_closed
             assert_equal [expr {$timeouts + 1}] [afork_fork_info fork_quiet_window_timeouts]
-            assert_equal PONG [R ping]
+            assert_equal PONG [afork_r ping]
             exec kill -CONT $child
-            waitForBgsave R
-            assert_equal ok [getInfoProperty [R info persistence] rdb_last_bgsave_status]
-            R config set fork-debug-ready-delay 0
-            R config set fork-quiet-window-timeout 1000
+            waitForBgsave afork_r
+            assert_equal ok [getInfoProperty [afork_r info persistence] rdb_last_bgsave_status]
+            afork_r config set fork-debug-ready-delay 0
+            afork_r config set fork-quiet-window-timeout 1000
             afork_wait_no_child $server_pid
             assert_equal $fds [afork_fd_count $server_pid]
         }
@@ -164,9 +164,9 @@ tags {"afork external:skip"} {
         test {fork() failing: no window, the error is logged at once, nothing leaks} {
             set windows [afork_fork_info fork_quiet_windows]
             close [open $failflag w]
-            assert_error "*ERR*" {R bgsave}
-            assert_error "*ERR*" {R bgrewriteaof}
-            assert_error "*Fork failed*" {R fork.create 0 0}
+            assert_error "*ERR*" {afork_r bgsave}
+            assert_error "*ERR*" {afork_r bgrewriteaof}
+            assert_error "*Fork failed*" {afork_r fork.create 0 0}
             file delete $failflag
             assert_equal 0 [afork_fork_info fork_quiet_window_active]
             assert_equal $windows [afork_fork_info fork_quiet_windows]
@@ -175,24 +175,24 @@ tags {"afork external:skip"} {
             assert_equal 1 [llength [afork_log_lines $logfile "*Can't rewrite append only file in background: fork: Resource temporarily unavailable*"]]
             assert_equal $fds [afork_fd_count $server_pid]
             # The next fork works and gets its window.
-            R bgsave
-            waitForBgsave R
+            afork_r bgsave
+            waitForBgsave afork_r
             wait_for_window_closed
             assert_equal [expr {$windows + 1}] [afork_fork_info fork_quiet_windows]
-            assert_equal ok [getInfoProperty [R info persistence] rdb_last_bgsave_status]
+            assert_equal ok [getInfoProperty [afork_r info persistence] rdb_last_bgsave_status]
         }
 
         test {A crash report during an open window writes the held lines first} {
-            R config set fork-debug-ready-delay 1500
-            R config set fork-quiet-window-timeout 60000
-            R bgsave
+            afork_r config set fork-debug-ready-delay 1500
+            afork_r config set fork-quiet-window-timeout 60000
+            afork_r bgsave
             after 100
             assert_equal 1 [afork_fork_info fork_quiet_window_active]
-            R debug log "afork-before-crash"
-            R config set crash-memcheck-enabled no
+            afork_r debug log "afork-before-crash"
+            afork_r config set crash-memcheck-enabled no
             # Our client gets EOF only when the child (which holds a copy of
             # its socket) exits, after its 1.5 s delay.
-            catch {R debug segfault}
+            catch {afork_r debug segfault}
             wait_for_condition 100 100 {
                 [llength [afork_log_lines $logfile "*REDIS BUG REPORT END*"]] >= 1
             } else {

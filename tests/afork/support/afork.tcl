@@ -18,7 +18,7 @@ proc afork_log_ms {line} {
 }
 
 proc afork_fork_info {field} {
-    getInfoProperty [R info fork] $field
+    getInfoProperty [afork_r info fork] $field
 }
 
 proc wait_for_window_closed {} {
@@ -45,7 +45,7 @@ proc afork_start_server {logfile args} {
     set ::afork_client $c
     return $pid
 }
-proc R {args} { $::afork_client {*}$args }
+proc afork_r {args} { $::afork_client {*}$args }
 
 # Descriptors the server holds now.
 proc afork_fd_count {pid} {
