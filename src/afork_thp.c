@@ -132,22 +132,25 @@ __attribute__((constructor)) static void rememberStartCwd(void) {
 /* Start again with jemalloc's opt.thp set; returns only on failure. */
 static void reexecWithThp(void) {
     char dir[PATH_MAX];
+    const char *old = getenv("JE_MALLOC_CONF");
+    sds conf = old && *old ? sdscatfmt(sdsnew(old), ",%s", JE_THP_CONF) : sdsnew(JE_THP_CONF);
+    /* Logged from the configured dir: a relative logfile is found there. */
+    serverLog(LL_NOTICE, "fork-thp yes: restarting once with JE_MALLOC_CONF=%s so that jemalloc "
+                         "backs the keyspace with huge pages", conf);
     if (!getcwd(dir, sizeof(dir)) || !start_cwd[0] || chdir(start_cwd) != 0) {
         serverLog(LL_WARNING, "fork-thp yes: cannot return to the start directory: %s",
                   strerror(errno));
+        sdsfree(conf);
         return;
     }
-    const char *old = getenv("JE_MALLOC_CONF");
-    sds conf = old && *old ? sdscatfmt(sdsnew(old), ",%s", JE_THP_CONF) : sdsnew(JE_THP_CONF);
     setenv("JE_MALLOC_CONF", conf, 1);
     setenv(REEXEC_MARK, "1", 1);
     sdsfree(conf);
-    serverLog(LL_NOTICE, "fork-thp yes: restarting once with JE_MALLOC_CONF=%s so that jemalloc "
-                         "backs the keyspace with huge pages", getenv("JE_MALLOC_CONF"));
     execv(server.executable, server.exec_argv);
+    int err = errno;
+    if (chdir(dir) != 0) err = errno;
     serverLog(LL_WARNING, "fork-thp yes: re-exec of %s failed: %s", server.executable,
-              strerror(errno));
-    if (chdir(dir) != 0) serverLog(LL_WARNING, "fork-thp yes: cannot return to %s", dir);
+              strerror(err));
 }
 
 /* Why fork-thp cannot be honoured here; NULL if it can (perhaps after a
