@@ -68,6 +68,9 @@ BENCH_FLAGS ?=
 bench: build stock
 	@TREE=$(TREE) STOCK=$(STOCK) bench/run.sh --sizes "$(SIZES)" $(BENCH_FLAGS)
 
+# The Async-fork kernel harness: make kernel-test (contrib/async-fork/README.md).
+include contrib/async-fork/kernel.mk
+
 install: build
 	@$(MAKE) -C $(TREE) install PREFIX=$(PREFIX)
 	install -D -m 644 $(TREE)/redis.conf $(PREFIX)/etc/redis-afork/redis.conf

@@ -11,6 +11,10 @@ packages=(
     procps                       # ps, pgrep, kill used by the tests
     python3                      # test helpers
     python3-venv                 # make bench: its own venv (bench/requirements.txt)
+    bison flex libelf-dev bc     # make kernel-test: build Linux 6.12 ...
+    ccache                       # ... twice, sharing objects (stock, patched)
+    qemu-system-x86              # ... boot it (TCG where KVM does not work)
+    busybox-static stress-ng     # ... and the guest's userland
     strace                       # tests/system/strace-window.sh
 )
 sudo=

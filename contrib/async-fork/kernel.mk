@@ -1,0 +1,59 @@
+# contrib/async-fork/kernel.mk -- make targets of the Async-fork kernel
+# harness: build Linux 6.12 (stock and patched) for a QEMU guest and run the
+# fork-semantics suite in it. Included by the top-level Makefile; also usable
+# alone from the top of the checkout:
+#   make -f contrib/async-fork/kernel.mk kernel-test
+# See contrib/async-fork/README.md.
+
+AFORK_KDIR := contrib/async-fork
+KERNEL_OUT ?= build/kernel
+REDIS_BIN_DIR ?= build/redis-8.0.6/src
+
+# The guest carries redis-server/-cli/-benchmark. When they are missing,
+# build them first with the top-level `build` target; set KERNEL_REDIS_DEP=
+# (empty) to never do that, or KERNEL_REDIS_DEP=build to always do it.
+KERNEL_REDIS_DEP ?= $(if $(wildcard $(REDIS_BIN_DIR)/redis-server),,build)
+
+# Settings passed through to scripts/kernel-test.sh (see its header).
+export KERNEL_OUT REDIS_BIN_DIR KERNEL_NO_REDIS AFORK_CACHE AFORK_APT_URI JOBS \
+       KERNEL_TEST_RUNS KERNEL_TEST_TESTS KERNEL_TEST_SCALE KERNEL_TEST_STRESS \
+       KERNEL_TEST_FORKTIME KERNEL_TEST_INJECT KERNEL_TEST_TIMEOUT KERNEL_TEST_HOST \
+       KERNEL_TEST_PROBE KERNEL_DEB KERNEL_REFRESH CCACHE_DIR
+
+.PHONY: kernel-src kernel-build kernel-test kernel-boot kernel-patches kernel-clean
+
+# Fetch linux-source-6.12 (cached) and prepare the stock + patched trees.
+kernel-src:
+	@deb=$$($(AFORK_KDIR)/scripts/fetch-kernel.sh) && \
+	    $(AFORK_KDIR)/scripts/kernel-tree.sh prepare "$$deb"
+
+# Both kernels, the test suite and the initramfs.
+kernel-build: $(KERNEL_REDIS_DEP)
+	@$(AFORK_KDIR)/scripts/kernel-test.sh build
+
+# Everything: builds, the suite on each kernel, tables; non-zero on failure.
+kernel-test: $(KERNEL_REDIS_DEP)
+	@$(AFORK_KDIR)/scripts/kernel-test.sh test
+
+# One boot by hand after kernel-build, e.g.
+#   make kernel-boot KERNEL=patched TESTS=fork-loop,thp SYSCTL=vm.async_fork=2
+KERNEL ?= stock
+TESTS ?= all
+SYSCTL ?=
+BOOT_OUT ?= $(KERNEL_OUT)/boot-$(KERNEL)
+kernel-boot:
+	@$(AFORK_KDIR)/scripts/boot.sh --kernel $(KERNEL_OUT)/$(KERNEL)/obj/arch/x86/boot/bzImage \
+	    --initrd $(KERNEL_OUT)/initramfs.cpio --out $(BOOT_OUT) --label $(KERNEL) \
+	    --tests $(TESTS) $(if $(SYSCTL),--sysctl $(SYSCTL)) \
+	    $(if $(KERNEL_TEST_SCALE),--scale $(KERNEL_TEST_SCALE)) \
+	    $(if $(KERNEL_TEST_INJECT),--inject $(KERNEL_TEST_INJECT))
+
+# Export the commits of the patched worktree to contrib/async-fork/patches/.
+kernel-patches:
+	@$(AFORK_KDIR)/scripts/kernel-tree.sh export
+
+# Build outputs of the kernels and the initramfs; the source trees, ccache
+# and results stay (rm -rf build/kernel removes everything).
+kernel-clean:
+	rm -rf $(KERNEL_OUT)/stock/obj* $(KERNEL_OUT)/patched/obj* \
+	    $(KERNEL_OUT)/initramfs $(KERNEL_OUT)/initramfs.cpio $(KERNEL_OUT)/bin

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# boot.sh -- boot one guest kernel under QEMU with the test initramfs, wait
+# for it to power off (wall-clock limit), and judge the serial console log.
+#
+#   boot.sh --kernel BZIMAGE --initrd CPIO --out DIR [options]
+#
+# Options:
+#   --label NAME        name of this run in messages (default: guest)
+#   --mode LABEL        mode label passed to the guest (afork.mode)
+#   --sysctl K=V[,K=V]  sysctls the guest sets before the tests (vm.async_fork=1)
+#   --prctl             tests opt in with prctl(PR_SET_ASYNC_FORK, 1)
+#   --append "WORDS"    extra kernel command line
+#   --tests LIST        comma list of steps, "all" (default) or "none"
+#   --expect "NAMES"    steps that must report PASS (default: the guest's plan)
+#   --scale F           size/iteration factor of the suite (default 1)
+#   --inject T1,T2|all  deliberately break these steps inside the guest
+#   --stress SECS       seconds per stress-ng stressor (default 20)
+#   --forktime MIBS     comma list of fork-time sizes (default 512,1024,2048,4096)
+#   --timeout SECS      wall-clock limit for the whole boot (default 1800)
+#   --mem MIB           guest RAM (default 6144, the most allowed here)
+#   --smp N             guest CPUs (default 2)
+# Environment: AFORK_ACCEL=kvm|tcg forces the accelerator; KERNEL_NICE (10).
+#
+# Writes into DIR: console.log (the serial console), results.tsv
+# (step, PASS/FAIL, seconds, reason), forktime.tsv, run.env, problems.txt.
+# Exit status 0 only when every expected step passed and the console shows no
+# panic, hang, kernel splat or missing result.
+set -euo pipefail
+
+die() {
+    printf 'kernel/boot: %s\n' "$1" >&2
+    shift
+    for line in "$@"; do printf '  %s\n' "$line" >&2; done
+    exit 2
+}
+
+# Kernel messages that fail a run wherever they appear (timestamped lines).
+splat_re='^.*\[ *[0-9]+\.[0-9]+\] .*(BUG:|WARNING:|Oops|Kernel panic|general protection fault|possible circular locking|possible recursive locking|inconsistent lock state|DEBUG_LOCKS_WARN_ON|lockdep|soft lockup|hard LOCKUP|blocked for more than|self-detected stall|rcu: INFO|Bad page|kernel BUG at|page dumped because|list_add corruption|list_del corruption|UBSAN:|KASAN:|refcount_t:|cut here)'
+
+parse_args() {
+    kernel='' initrd='' out='' label='' mode=default sysctls='' prctl=0 append='' tests=all
+    expect='' scale=1 inject='' stress=20 forktime=512,1024,2048,4096 timeout=1800
+    mem=6144 smp=2
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --kernel) kernel=$2; shift ;;
+        --initrd) initrd=$2; shift ;;
+        --out) out=$2; shift ;;
+        --label) label=$2; shift ;;
+        --mode) mode=$2; shift ;;
+        --sysctl) sysctls=$2; shift ;;
+        --prctl) prctl=1 ;;
+        --append) append=$2; shift ;;
+        --tests) tests=$2; shift ;;
+        --expect) expect=$2; shift ;;
+        --scale) scale=$2; shift ;;
+        --inject) inject=$2; shift ;;
+        --stress) stress=$2; shift ;;
+        --forktime) forktime=$2; shift ;;
+        --timeout) timeout=$2; shift ;;
+        --mem) mem=$2; shift ;;
+        --smp) smp=$2; shift ;;
+        *) die "unknown option $1 (see the header of $0)" ;;
+        esac
+        shift
+    done
+    [ -f "$kernel" ] || die "--kernel: no kernel image at '$kernel'."
+    [ -f "$initrd" ] || die "--initrd: no initramfs at '$initrd'."
+    [ -n "$out" ] || die "--out DIR is required."
+    [ -n "$label" ] || label=guest
+}
+
+# KVM only where the CPU really offers it (vmx/svm) and /dev/kvm is usable.
+choose_accel() {
+    if [ -n "${AFORK_ACCEL:-}" ]; then
+        echo "$AFORK_ACCEL"
+    elif grep -qwE 'vmx|svm' /proc/cpuinfo && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+        echo kvm
+    else
+        echo tcg
+    fi
+}
+
+qemu_accel_args() {
+    case $1 in
+    kvm) echo "-accel kvm -cpu host" ;;
+    tcg) echo "-accel tcg,thread=multi -cpu max" ;;
+    *) die "AFORK_ACCEL must be kvm or tcg, not '$1'." ;;
+    esac
+}
+
+kernel_cmdline() {
+    local words="console=ttyS0 panic=-1 brd.rd_nr=1 brd.rd_size=262144"
+    words+=" afork.mode=$mode afork.tests=$tests afork.scale=$scale afork.stress=$stress"
+    words+=" afork.forktime=$forktime afork.prctl=$prctl"
+    [ -n "$sysctls" ] && words+=" afork.sysctl=$sysctls"
+    [ -n "$inject" ] && words+=" afork.inject=$inject"
+    [ -n "$append" ] && words+=" $append"
+    echo "$words"
+}
+
+# Show result lines while the guest runs.
+follow_progress() {
+    tail -n +1 -F --pid="$1" "$out/console.log" 2>/dev/null |
+        grep --line-buffered -E 'AFORK-(BEGIN|RESULT|ERROR|SYSCTL)|AFORK-FORKTIME' |
+        sed -u "s/^/  [$label] /" || true
+}
+
+run_qemu() {
+    local accel=$1 qpid fpid start end
+    : >"$out/console.log"
+    start=$(date +%s.%N)
+    # shellcheck disable=SC2046
+    nice -n "${KERNEL_NICE:-10}" timeout -k 10 "$timeout" qemu-system-x86_64 \
+        -machine pc $(qemu_accel_args "$accel") -smp "$smp" -m "$mem" \
+        -nodefaults -display none -no-reboot -monitor none \
+        -serial "file:$out/console.log" \
+        -kernel "$kernel" -initrd "$initrd" -append "$(kernel_cmdline)" \
+        >"$out/qemu.log" 2>&1 &
+    qpid=$!
+    follow_progress "$qpid" &
+    fpid=$!
+    qemu_rc=0
+    wait "$qpid" || qemu_rc=$?
+    wait "$fpid" 2>/dev/null || true
+    end=$(date +%s.%N)
+    wall=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+}
+
+problem() {
+    printf '%s\n' "$*" >>"$out/problems.txt"
+}
+
+# The console log without the serial line's carriage returns (made once).
+clean_console() { tr -d '\r' <"$out/console.log" >"$out/console.txt"; }
+
+last_started_step() {
+    local step
+    step=$(sed -n 's/^.*AFORK-START \([^ ]*\).*$/\1/p' "$con" | tail -n 1)
+    echo "${step:-none}"
+}
+
+check_console() {
+    local splats
+    if [ "$qemu_rc" -eq 124 ] || [ "$qemu_rc" -eq 137 ]; then
+        problem "HANG: no power-off within $timeout s (last step started: $(last_started_step))"
+    elif [ "$qemu_rc" -ne 0 ]; then
+        problem "QEMU failed with status $qemu_rc: $(tail -n 3 "$out/qemu.log" | tr '\n' ' ')"
+    fi
+    if grep -q 'Kernel panic' "$con"; then
+        problem "PANIC: $(grep -m1 'Kernel panic' "$con" | sed 's/^.*\] //')"
+    fi
+    splats=$(grep -E "$splat_re" "$con" | grep -v 'Kernel panic' | head -n 20 || true)
+    [ -z "$splats" ] || problem "KERNEL SPLAT on the console:" "$splats"
+    grep -q 'AFORK-BEGIN' "$con" || problem "the guest init never started (no AFORK-BEGIN)"
+    grep -q 'AFORK-END' "$con" ||
+        problem "the guest stopped before the end (no AFORK-END; last step started: $(last_started_step))"
+    if grep -q 'AFORK-DMESG splat' "$con"; then
+        problem "the guest's dmesg holds a kernel splat"
+    fi
+    sed -n 's/^.*AFORK-ERROR /guest error: /p' "$con" |
+        while read -r line; do problem "$line"; done
+    return 0
+}
+
+# results.tsv: one line per expected step, FAIL when missing or not clean.
+collect_results() {
+    local step line verdict secs reason status
+    [ -n "$expect" ] || expect=$(sed -n 's/^.*AFORK-PLAN //p' "$con" | tail -n 1)
+    : >"$out/results.tsv"
+    for step in $expect; do
+        line=$({ grep -E "AFORK-RESULT $step (PASS|FAIL)" "$con" || true; } | tail -n 1)
+        status=$(sed -n "s/^.*AFORK-EXIT $step \([0-9]*\)$/\1/p" "$con" | tail -n 1)
+        if [ -z "$line" ]; then
+            verdict=FAIL secs=- reason="missing result line (exit status ${status:-none})"
+            problem "$step: missing result line (exit status ${status:-none})"
+        else
+            verdict=$(awk '{print $2}' <<<"${line#*AFORK-RESULT }")
+            secs=$(awk '{print $3}' <<<"${line#*AFORK-RESULT }")
+            reason=$(cut -d' ' -f4- <<<"${line#*AFORK-RESULT }")
+            if [ "$verdict" = PASS ] && [ "${status:-0}" != 0 ]; then
+                verdict=FAIL reason="passed but exited with status $status"
+            fi
+            [ "$verdict" = PASS ] || problem "$step: FAIL $reason"
+        fi
+        printf '%s\t%s\t%s\t%s\n' "$step" "$verdict" "$secs" "$reason" >>"$out/results.tsv"
+    done
+}
+
+collect_forktime() {
+    sed -n 's/^.*AFORK-FORKTIME //p' "$con" |
+        awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+               print v["mib"] "\t" v["reps"] "\t" v["fork_median_us"] "\t" v["fork_max_us"] "\t" v["ready_median_us"] "\t" v["ready_max_us"] }' \
+        >"$out/forktime.tsv"
+}
+
+write_env() {
+    {
+        echo "RUN_LABEL=$label"
+        echo "RUN_MODE=$mode"
+        echo "RUN_SYSCTL=$sysctls"
+        echo "RUN_PRCTL=$prctl"
+        echo "RUN_ACCEL=$1"
+        echo "RUN_KERNEL=$(sed -n 's/^.*AFORK-BEGIN kernel=\([^ ]*\).*$/\1/p' "$con" | head -n 1)"
+        echo "RUN_WALL_SECONDS=$wall"
+        echo "RUN_INIT_UPTIME=$(sed -n 's/^.*AFORK-BEGIN.* uptime=\([^ ]*\).*$/\1/p' "$con" | head -n 1)"
+        echo "RUN_QEMU_STATUS=$qemu_rc"
+        echo "RUN_PROBLEMS=$(grep -c . "$out/problems.txt" || true)"
+    } >"$out/run.env"
+}
+
+parse_args "$@"
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing: apt-get install qemu-system-x86"
+mkdir -p "$out"
+: >"$out/problems.txt"
+accel=$(choose_accel)
+echo "kernel/boot[$label]: $(basename "$kernel") under QEMU ($accel, $smp CPUs, $mem MiB), mode=$mode${sysctls:+ sysctl=$sysctls}$( [ "$prctl" = 1 ] && echo ' prctl')${inject:+ inject=$inject}"
+run_qemu "$accel"
+con=$out/console.txt
+clean_console
+check_console
+collect_results
+collect_forktime
+write_env "$accel"
+if [ -s "$out/problems.txt" ]; then
+    echo "kernel/boot[$label]: FAILED after $wall s ($accel); see $out/console.log" >&2
+    sed 's/^/  /' "$out/problems.txt" >&2
+    exit 1
+fi
+echo "kernel/boot[$label]: all $(wc -l <"$out/results.tsv") steps passed in $wall s ($accel)"

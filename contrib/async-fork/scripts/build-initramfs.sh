@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# build-initramfs.sh -- build the guest's initramfs (an uncompressed cpio,
+# the same for every kernel): busybox-static, guest/init, the static test
+# suite (forktest), stress-ng and redis-server / redis-cli / redis-benchmark
+# with the shared libraries they load (found with ldd).
+#
+#   build-initramfs.sh FORKTEST OUTPUT.cpio
+#
+# Environment:
+#   REDIS_BIN_DIR     directory holding the redis programs
+#                     (default build/redis-8.0.6/src)
+#   KERNEL_NO_REDIS=1 build without Redis (the redis-bgsave step then fails)
+#   KERNEL_OUT        build/kernel (gen_init_cpio is compiled there)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+contrib=$(cd "$here/.." && pwd)
+top=$(cd "$contrib/../.." && pwd)
+out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
+redis_dir=$(realpath -m "${REDIS_BIN_DIR:-$top/build/redis-8.0.6/src}")
+
+die() {
+    printf 'kernel/initramfs: %s\n' "$1" >&2
+    shift
+    for line in "$@"; do printf '  %s\n' "$line" >&2; done
+    exit 1
+}
+
+[ $# -eq 2 ] || die "usage: build-initramfs.sh FORKTEST OUTPUT.cpio"
+forktest=$1
+output=$2
+stage=$out/initramfs
+list=$stage/files.list
+
+# The kernel's own cpio writer (device nodes and root ownership without root).
+gen_init_cpio() {
+    local tool=$out/tools/gen_init_cpio src=$out/stock/linux/usr/gen_init_cpio.c
+    [ -f "$src" ] || die "no kernel tree at $out/stock/linux; run make kernel-src first."
+    if [ ! -x "$tool" ] || [ "$src" -nt "$tool" ]; then
+        mkdir -p "$(dirname "$tool")"
+        gcc -O2 -o "$tool" "$src"
+    fi
+    printf '%s\n' "$tool"
+}
+
+entry_dir() { printf 'dir %s 0755 0 0\n' "$1" >>"$list"; }
+
+# Add a file to the list at PATH, copied into the stage (stripped if ELF).
+entry_file() {
+    local path=$1 from=$2 mode=$3 copy=$stage/root$1
+    mkdir -p "$(dirname "$copy")"
+    cp -L "$from" "$copy"
+    if [ "$mode" = 0755 ] && head -c 4 "$copy" | grep -q ELF; then
+        strip --strip-debug "$copy" 2>/dev/null || true
+    fi
+    printf 'file %s %s %s 0 0\n' "$path" "$copy" "$mode" >>"$list"
+}
+
+# Shared libraries of a dynamic program, as "path" lines (interpreter too).
+libraries_of() {
+    ldd "$1" 2>/dev/null | awk '
+        $2 == "=>" && $3 ~ /^\// { print $3 }
+        $1 ~ /^\// { print $1 }'
+}
+
+# Libraries go to /lib/x86_64-linux-gnu (the loader's default directory);
+# the interpreter keeps its own path.
+add_libraries() {
+    local lib
+    for lib in $(libraries_of "$1"); do
+        case $lib in
+        */ld-linux*) target=$lib ;;
+        *) target=/lib/x86_64-linux-gnu/$(basename "$lib") ;;
+        esac
+        grep -q " $target " "$list" || entry_file "$target" "$lib" 0755
+    done
+}
+
+add_program() {
+    local path=$1 from=$2
+    [ -x "$from" ] || die "$from is missing." "${@:3}"
+    entry_file "$path" "$from" 0755
+    add_libraries "$from"
+}
+
+add_busybox() {
+    local bb=/bin/busybox
+    [ -x "$bb" ] || die "$bb is missing: apt-get install busybox-static"
+    ldd "$bb" >/dev/null 2>&1 && die "$bb is dynamic: install busybox-static, not busybox."
+    entry_file /bin/busybox "$bb" 0755
+    for applet in sh mount mkdir cat echo sed awk tr grep cut date sleep timeout \
+        poweroff ip ifconfig mkswap swapon dmesg uname nproc sync tee tail rm ls ps \
+        head wc env kill free pidof; do
+        printf 'slink /bin/%s busybox 0777 0 0\n' "$applet" >>"$list"
+    done
+}
+
+add_redis() {
+    if [ "${KERNEL_NO_REDIS:-0}" = 1 ]; then
+        echo "kernel/initramfs: KERNEL_NO_REDIS=1: no Redis in the guest" >&2
+        return 0
+    fi
+    local p
+    for p in redis-server redis-cli redis-benchmark; do
+        add_program "/usr/bin/$p" "$redis_dir/$p" \
+            "Build redis-afork first (make at the top level), point REDIS_BIN_DIR" \
+            "at the programs, or set KERNEL_NO_REDIS=1."
+    done
+}
+
+build_list() {
+    rm -rf "$stage"
+    mkdir -p "$stage/root"
+    : >"$list"
+    for d in /bin /sbin /usr /usr/bin /lib /lib/x86_64-linux-gnu /lib64 /proc /sys \
+        /dev /tmp /etc /root; do
+        entry_dir "$d"
+    done
+    printf 'nod /dev/console 0600 0 0 c 5 1\n' >>"$list"
+    printf 'root:x:0:0:root:/root:/bin/sh\n' >"$stage/passwd"
+    entry_file /etc/passwd "$stage/passwd" 0644
+    entry_file /init "$contrib/guest/init" 0755
+    add_busybox
+    entry_file /bin/forktest "$forktest" 0755
+    ldd "$forktest" >/dev/null 2>&1 && die "$forktest is not static."
+    add_program /usr/bin/stress-ng /usr/bin/stress-ng "apt-get install stress-ng"
+    add_redis
+}
+
+build_list
+tool=$(gen_init_cpio)
+mkdir -p "$(dirname "$output")"
+"$tool" "$list" >"$output.tmp"
+mv "$output.tmp" "$output"
+echo "kernel/initramfs: $output ($(($(stat -c %s "$output") / 1024 / 1024)) MiB, $(grep -c '^file' "$list") files)"

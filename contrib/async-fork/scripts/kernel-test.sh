@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# kernel-test.sh -- the whole kernel harness: fetch Linux 6.12, build the
+# stock and the patched guest kernels, build the test suite and initramfs,
+# boot each kernel under QEMU to run the suite, run the fork-time program on
+# the host too, and print the tables (test x run, fork time vs size).
+# Everything printed is also saved in build/kernel/results/<timestamp>/.
+#
+#   kernel-test.sh [build|test]     build: stop after the builds; test (default)
+#
+# Environment (make variables of the same name in kernel.mk):
+#   KERNEL_TEST_RUNS     runs to make, each KERNEL[:MODE[:SYSCTLS[:prctl]]]
+#                        (default "stock patched"); e.g. for the Async-fork
+#                        patch: "stock patched:off:vm.async_fork=0
+#                        patched:all:vm.async_fork=2 patched:opt-in:vm.async_fork=1:prctl"
+#   KERNEL_TEST_TESTS    comma list of steps (default all)
+#   KERNEL_TEST_SCALE    size/iteration factor (default 1, sized for CI)
+#   KERNEL_TEST_STRESS   seconds per stress-ng stressor (default 20)
+#   KERNEL_TEST_FORKTIME fork-time sizes in MiB (default 512,1024,2048,4096)
+#   KERNEL_TEST_INJECT   steps that break themselves on purpose (comma list
+#                        or "all"): they must FAIL
+#   KERNEL_TEST_TIMEOUT  wall-clock limit per boot in seconds (default 1800)
+#   KERNEL_TEST_HOST=0   skip the fork-time run on the host
+#   KERNEL_TEST_PROBE=0  skip the rebuild probe (touch mm/memory.c, rebuild)
+#   KERNEL_OUT, JOBS, AFORK_CACHE, CCACHE_DIR, REDIS_BIN_DIR, KERNEL_NO_REDIS
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+contrib=$(cd "$here/.." && pwd)
+top=$(cd "$contrib/../.." && pwd)
+out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
+export KERNEL_OUT=$out
+runs=${KERNEL_TEST_RUNS:-stock patched}
+tests=${KERNEL_TEST_TESTS:-all}
+scale=${KERNEL_TEST_SCALE:-1}
+stress=${KERNEL_TEST_STRESS:-20}
+forktime=${KERNEL_TEST_FORKTIME:-512,1024,2048,4096}
+inject=${KERNEL_TEST_INJECT:-}
+boot_timeout=${KERNEL_TEST_TIMEOUT:-1800}
+forktest=$out/bin/forktest
+initramfs=$out/initramfs.cpio
+extra_steps="stress-fork stress-vfork stress-mmap stress-mremap redis-bgsave"
+
+die() {
+    printf 'kernel-test: %s\n' "$1" >&2
+    shift
+    for line in "$@"; do printf '  %s\n' "$line" >&2; done
+    exit 2
+}
+
+say() { printf '\n== %s\n' "$*"; }
+
+# Seconds since $1 (an epoch with fractions).
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+fmt_duration() { awk -v s="$1" 'BEGIN { printf "%dm%02ds", s / 60, s % 60 }'; }
+
+start_results() {
+    results=$out/results/$(date +%Y%m%d-%H%M%S)
+    mkdir -p "$results"
+    exec > >(tee "$results/summary.txt") 2>&1
+    echo "kernel-test: results in $results"
+}
+
+prepare_source() {
+    local deb t0
+    say "Linux 6.12 source"
+    t0=$(date +%s.%N)
+    deb=$("$here/fetch-kernel.sh")
+    "$here/kernel-tree.sh" prepare "$deb"
+    kernel_version=$("$here/kernel-tree.sh" version)
+    echo "source ready in $(since "$t0") s: Linux $kernel_version"
+    echo "SOURCE_SECONDS=$(since "$t0")" >"$results/source.env"
+}
+
+build_kernels() {
+    local tree
+    for tree in stock patched; do
+        say "build: $tree kernel"
+        "$here/build-kernel.sh" "$tree"
+        cp "$out/$tree/obj/afork-build.env" "$results/build-$tree.env"
+    done
+}
+
+# Touch mm/memory.c in the patched tree and rebuild: the edit-compile loop.
+rebuild_probe() {
+    [ "${KERNEL_TEST_PROBE:-1}" = 1 ] || return 0
+    say "rebuild probe: touch mm/memory.c in the patched tree, rebuild"
+    touch "$out/patched/linux/mm/memory.c"
+    "$here/build-kernel.sh" patched
+    cp "$out/patched/obj/afork-build.env" "$results/build-probe.env"
+}
+
+build_forktest() {
+    say "build: forktest (static test suite)"
+    mkdir -p "$(dirname "$forktest")"
+    gcc -static -O2 -pthread -Wall -Wextra -Werror -o "$forktest.tmp" "$contrib"/tests/*.c ||
+        die "the test suite does not compile."
+    mv "$forktest.tmp" "$forktest"
+    echo "$forktest: $("$forktest" list | wc -l) tests"
+}
+
+build_initramfs() {
+    say "build: initramfs"
+    "$here/build-initramfs.sh" "$forktest" "$initramfs"
+}
+
+# The steps every run must report, in order.
+expected_steps() {
+    if [ "$tests" = all ]; then
+        echo "$("$forktest" list | tr '\n' ' ')$extra_steps"
+    else
+        echo "$tests" | tr , ' '
+    fi
+}
+
+# A boot that runs nothing: the time from QEMU start to power-off.
+measure_boot() {
+    say "boot time: stock kernel, no tests, to power-off"
+    "$here/boot.sh" --kernel "$(image_of stock)" --initrd "$initramfs" \
+        --out "$results/boot-only" --label boot-only --tests none --expect "" \
+        --timeout 300
+}
+
+image_of() { echo "$out/$1/obj/arch/x86/boot/bzImage"; }
+
+# Run label: the kernel alone, or kernel-mode.
+run_label() {
+    local kernel mode
+    IFS=: read -r kernel mode _ <<<"$1"
+    echo "$kernel${mode:+-$mode}"
+}
+
+run_suite() {
+    local spec=$1 kernel mode sysctls flag label args=()
+    IFS=: read -r kernel mode sysctls flag <<<"$spec"
+    label=$(run_label "$spec")
+    [ -f "$(image_of "$kernel")" ] || die "run '$spec': no $kernel kernel built."
+    args=(--kernel "$(image_of "$kernel")" --initrd "$initramfs" --out "$results/$label"
+          --label "$label" --mode "${mode:-default}" --tests "$tests" --scale "$scale"
+          --stress "$stress" --forktime "$forktime" --timeout "$boot_timeout"
+          --expect "$(expected_steps)")
+    [ -n "$sysctls" ] && args+=(--sysctl "$sysctls")
+    [ "$flag" = prctl ] && args+=(--prctl)
+    [ -n "$inject" ] && args+=(--inject "$inject")
+    say "suite: $label"
+    "$here/boot.sh" "${args[@]}" || failed_runs+=("$label")
+}
+
+host_fork_time() {
+    [ "${KERNEL_TEST_HOST:-1}" = 1 ] || return 0
+    [[ ",$tests," == *,fork-time,* ]] || [ "$tests" = all ] || return 0
+    say "fork-time on the host ($(uname -r)), same program, same sizes"
+    mkdir -p "$results/host"
+    AFORK_FORKTIME_MIB=$(echo "$forktime" | tr , ' ') nice -n "${KERNEL_NICE:-10}" \
+        "$forktest" run fork-time | tee "$results/host/console.log" || failed_runs+=("host")
+    sed -n 's/^AFORK-FORKTIME //p' "$results/host/console.log" |
+        awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+               print v["mib"] "\t" v["reps"] "\t" v["fork_median_us"] "\t" v["fork_max_us"] "\t" v["ready_median_us"] "\t" v["ready_max_us"] }' \
+        >"$results/host/forktime.tsv"
+}
+
+env_value() { sed -n "s/^$2=//p" "$1" 2>/dev/null | head -n 1; }
+
+print_builds() {
+    local f name
+    echo "Kernel: Linux $kernel_version"
+    echo "Source (fetch, unpack, git trees): $(env_value "$results/source.env" SOURCE_SECONDS) s"
+    for name in stock patched probe; do
+        f=$results/build-$name.env
+        [ -f "$f" ] || continue
+        printf 'Build %-8s %4s s (%s%s), ccache %s hits / %s misses\n' "$name:" \
+            "$(env_value "$f" BUILD_SECONDS)" "$(env_value "$f" BUILD_KIND)" \
+            "$([ "$name" = probe ] && echo ', after touching mm/memory.c')" \
+            "$(env_value "$f" BUILD_CCACHE_HITS)" "$(env_value "$f" BUILD_CCACHE_MISSES)"
+    done
+}
+
+print_runs() {
+    local spec label f accel
+    f=$results/boot-only/run.env
+    accel=$(env_value "$f" RUN_ACCEL)
+    echo "Accelerator: ${accel:-?} ($(grep -qwE 'vmx|svm' /proc/cpuinfo && echo 'vmx/svm present' || echo 'no vmx/svm in /proc/cpuinfo'))"
+    [ -f "$f" ] && echo "Boot to power-off (stock, no tests): $(env_value "$f" RUN_WALL_SECONDS) s (init started at guest uptime $(env_value "$f" RUN_INIT_UPTIME))"
+    for spec in $runs; do
+        label=$(run_label "$spec")
+        f=$results/$label/run.env
+        [ -f "$f" ] || continue
+        echo "Suite $label: $(fmt_duration "$(env_value "$f" RUN_WALL_SECONDS)") wall, kernel $(env_value "$f" RUN_KERNEL), mode $(env_value "$f" RUN_MODE)${KERNEL_TEST_INJECT:+, inject $KERNEL_TEST_INJECT}"
+    done
+}
+
+# Table: step x run -> PASS/FAIL (missing = FAIL).
+print_test_table() {
+    local spec label step verdict row
+    printf '\n%-18s' "test"
+    for spec in $runs; do printf ' %-14s' "$(run_label "$spec")"; done
+    printf '\n'
+    for step in $(expected_steps); do
+        row=$(printf '%-18s' "$step")
+        for spec in $runs; do
+            label=$(run_label "$spec")
+            verdict=$(awk -F'\t' -v s="$step" '$1 == s { print $2 " " $3 }' "$results/$label/results.tsv" 2>/dev/null)
+            row+=$(printf ' %-14s' "${verdict:-FAIL -}")
+        done
+        echo "$row"
+    done
+}
+
+# "median / max (ready median)" in ms for SIZE from a forktime.tsv, or "-".
+forktime_cell() {
+    local cell=-
+    if [ -f "$1" ]; then
+        cell=$(awk -F'\t' -v m="$2" '$1 == m { printf "%.2f / %.2f (%.2f)", $3 / 1000, $4 / 1000, $5 / 1000 }' "$1")
+    fi
+    printf ' %-26s' "${cell:--}"
+}
+
+# Table: size -> median / max fork time (ms) per run, host last.
+print_forktime_table() {
+    local spec label cols=() sizes size row
+    for spec in $runs; do cols+=("$(run_label "$spec")"); done
+    [ -f "$results/host/forktime.tsv" ] && cols+=(host)
+    sizes=$(echo "$forktime" | tr , ' ')
+    printf '\nfork() time in ms, median / max of the forks per size (child first runs after: median)\n'
+    printf '%-8s' "MiB"
+    for label in "${cols[@]}"; do printf ' %-26s' "$label"; done
+    printf '\n'
+    for size in $sizes; do
+        row=$(printf '%-8s' "$size")
+        for label in "${cols[@]}"; do
+            row+=$(forktime_cell "$results/$label/forktime.tsv" "$size")
+        done
+        echo "$row"
+    done
+}
+
+report() {
+    say "summary"
+    print_builds
+    print_runs
+    print_test_table
+    print_forktime_table
+    echo
+    if [ "${#failed_runs[@]}" -gt 0 ]; then
+        echo "kernel-test: FAILED: ${failed_runs[*]} (details above and in $results)"
+        return 1
+    fi
+    echo "kernel-test: all runs passed ($(fmt_duration "$(since "$t_start")") in all); results in $results"
+}
+
+action=${1:-test}
+case $action in build | test) ;; *) die "usage: kernel-test.sh [build|test]" ;; esac
+t_start=$(date +%s.%N)
+failed_runs=()
+kernel_version='?'
+start_results
+prepare_source
+build_kernels
+build_forktest
+build_initramfs
+[ "$action" = build ] && exit 0
+rebuild_probe
+measure_boot || failed_runs+=("boot-only")
+for spec in $runs; do
+    run_suite "$spec"
+done
+host_fork_time
+report

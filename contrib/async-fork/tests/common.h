@@ -1,0 +1,121 @@
+/* common.h -- shared helpers of the fork-semantics test suite (forktest):
+ * patterned memory, verification, child processes, result reporting, knobs.
+ *
+ * Every test is a function returning 0 (pass) or -1 (fail) after printing
+ * why with fail(). main.c prints the verdict line the harness parses:
+ *   AFORK-RESULT <test> PASS|FAIL <seconds>s [reason]
+ */
+#ifndef AFORK_COMMON_H
+#define AFORK_COMMON_H
+
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PAGE_SIZE 4096UL
+#define WORDS_PER_PAGE (PAGE_SIZE / sizeof(uint64_t))
+#define HUGE_SIZE (2UL << 20)
+#define MIB (1UL << 20)
+
+/* Values the parent writes after fork never occur in a pattern page. */
+#define MARK_BITS 0xa5f0000000000000ULL
+
+struct test_case {
+    const char *name;
+    const char *what;
+    int (*run)(void);
+};
+
+/* Knobs, read once from the environment by knobs_init():
+ *   AFORK_SCALE   float, multiplies sizes and iteration counts (default 1)
+ *   AFORK_INJECT  tests that deliberately break themselves: "all" or a comma list
+ *   AFORK_PRCTL   1: opt in with prctl(PR_SET_ASYNC_FORK, 1) first */
+struct knobs {
+    double scale;
+    const char *inject;
+    int use_prctl;
+};
+extern struct knobs knobs;
+void knobs_init(void);
+/* Scaled count: base * scale, at least min. */
+unsigned long scaled(unsigned long base, unsigned long min);
+/* True when AFORK_INJECT names the running test (or is "all"). */
+int inject_here(void);
+extern const char *current_test;
+
+/* Output. info() lines start with "# "; fail() records the first reason. */
+void info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *fail_reason(void);
+void reset_failure(void);
+/* Abort the process with a message: for setup errors in a child. */
+void die_errno(const char *what) __attribute__((noreturn));
+
+double now_seconds(void);
+uint64_t now_ns(void);
+
+/* Small deterministic PRNG (xorshift64*). */
+uint64_t rng_next(uint64_t *state);
+uint64_t rng_below(uint64_t *state, uint64_t bound);
+
+/* Patterned memory: word w of page p of a region tagged `seed`. */
+uint64_t pattern_base(uint64_t seed, size_t page);
+void fill_pages(void *addr, size_t first_page, size_t npages, uint64_t seed);
+/* Check pages; returns the number of wrong words, first bad page in *bad_page. */
+size_t check_pages(const void *addr, size_t first_page, size_t npages,
+                   uint64_t seed, size_t *bad_page);
+/* A word value the parent writes: distinct from any pattern value. */
+uint64_t mark_value(uint64_t who, uint64_t seq);
+
+/* Anonymous private mapping (aborts on failure), optionally 2 MiB aligned. */
+void *map_anon(size_t size, int huge_aligned);
+void unmap(void *addr, size_t size);
+
+/* Children. fork_or_die() aborts the test process when fork() fails. */
+pid_t fork_or_die(void);
+/* waitpid; returns a printable description in buf and the raw status. */
+int wait_child(pid_t pid, char *buf, size_t len);
+/* True when status is a clean exit(0). */
+int exited_ok(int status);
+
+/* Pipes carrying one fixed-size report or a one-byte signal. */
+struct report {
+    uint64_t bad_words;
+    uint64_t bad_page;
+    uint64_t checked_pages;
+    int64_t extra;
+};
+void pipe_or_die(int fds[2]);
+void send_report(int fd, const struct report *r);
+int recv_report(int fd, struct report *r);
+void send_byte(int fd);
+int wait_byte(int fd);
+void close_pair(int fds[2]);
+void close_end(int fds[2], int which);
+/* In the parent after fork: drop the child's ends (go read, report write),
+ * so a child that dies unreported gives EOF instead of a hang. */
+void parent_ends(int go[2], int rep[2]);
+
+/* Read a "Key:  N kB" value of /proc/self/status; -1 if absent. */
+long status_kb(const char *key);
+/* Sum of a smaps field (kB) over the mappings that overlap [addr, addr+len). */
+long smaps_kb(const void *addr, size_t len, const char *field);
+/* Write a string to a file; returns 0 or -1 (errno kept). */
+int write_file(const char *path, const char *text);
+/* Read a file's first line as a long; -1 on error, -2 for "max". */
+long read_long_file(const char *path);
+
+/* Test tables of each source file. */
+extern const struct test_case snapshot_tests[];
+extern const struct test_case vma_tests[];
+extern const struct test_case kind_tests[];
+extern const struct test_case lifecycle_tests[];
+extern const struct test_case forktime_tests[];
+
+/* fork-time table, also run on the host: sizes in MiB, reps forks each. */
+int run_fork_time(const unsigned long *sizes_mib, int nsizes, int reps);
+/* Entry of the exec'ed helper used by vfork/posix_spawn tests. */
+int exec_check_main(int argc, char **argv);
+
+#endif
