@@ -14,6 +14,8 @@ proc afork_log_lines {path pattern} {
 # "pid:R 21 Nov 2026 21:49:23.547 * msg" -> milliseconds since the epoch
 proc afork_log_ms {line} {
     regexp {^\d+:\w (\d+ \w+ \d+ \d+:\d+:\d+)\.(\d+)} $line -> when ms
+    # "089" is not octal: read the milliseconds as decimal.
+    scan $ms %d ms
     return [expr {[clock scan $when -format {%d %b %Y %H:%M:%S}] * 1000 + $ms}]
 }
 
