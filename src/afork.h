@@ -108,6 +108,8 @@ sds aforkInfoForkSystem(sds info);
 sds aforkLatencyAdvice(sds report, const char *event, int *advices);
 int aforkCheckAsyncFork(sds *msg);
 int aforkCheckForkThp(sds *msg);
+const char *aforkJemallocOpt(const char *name);
+int aforkKernelAtLeast(int major, int minor);
 
 /* ---- afork_thp.c: a keyspace in huge pages, re-collapsed after saves ---- */
 extern int afork_fork_thp;

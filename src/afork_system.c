@@ -67,8 +67,8 @@ static const char *probeRoot(void) {
     return afork_probe_root ? afork_probe_root : "";
 }
 
-/* jemalloc's string options, read once. */
-static const char *jemallocOpt(const char *name) {
+/* A jemalloc string option ("opt.thp"); "n/a" without jemalloc. */
+const char *aforkJemallocOpt(const char *name) {
 #if defined(USE_JEMALLOC)
     const char *v = NULL;
     size_t sz = sizeof(v);
@@ -118,8 +118,8 @@ static void smapsOpen(const char *root) {
 }
 
 void aforkSystemInit(void) {
-    afork_system.je_thp = jemallocOpt("opt.thp");
-    afork_system.je_metadata_thp = jemallocOpt("opt.metadata_thp");
+    afork_system.je_thp = aforkJemallocOpt("opt.thp");
+    afork_system.je_metadata_thp = aforkJemallocOpt("opt.metadata_thp");
     afork_system.anon_huge_bytes = -1;
     if (pthread_create(&smaps_thread, NULL, smapsReader, NULL) == 0) smaps_thread_started = 1;
     aforkSystemRefresh(1);
@@ -166,12 +166,17 @@ sds aforkInfoForkSystem(sds info) {
         afork_system.je_metadata_thp);
 }
 
+/* The running kernel is at least major.minor. */
+int aforkKernelAtLeast(int major, int minor) {
+    struct utsname u;
+    int have_major = 0, have_minor = 0;
+    if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &have_major, &have_minor) != 2) return 0;
+    return have_major > major || (have_major == major && have_minor >= minor);
+}
+
 /* Linux >= 5.8 copies 4 KiB on a copy-on-write fault of a huge page. */
 static int kernelHasThpCowSplit(void) {
-    struct utsname u;
-    int major = 0, minor = 0;
-    if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2) return 0;
-    return major > 5 || (major == 5 && minor >= 8);
+    return aforkKernelAtLeast(5, 8);
 }
 
 /* THP is out of the keyspace's reach: system "never" or disabled for us. */

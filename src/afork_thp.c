@@ -42,7 +42,6 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/utsname.h>
 
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
@@ -93,22 +92,6 @@ static redisAtomic long long st_huge_before = -1, st_huge_after = -1;
 
 /* ---------------------------------------------------------------- startup */
 
-static int kernelAtLeast(int want_major, int want_minor) {
-    struct utsname u;
-    int major = 0, minor = 0;
-    if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &major, &minor) != 2) return 0;
-    return major > want_major || (major == want_major && minor >= want_minor);
-}
-
-static const char *jemallocThp(void) {
-#if defined(USE_JEMALLOC)
-    const char *v = NULL;
-    size_t sz = sizeof(v);
-    if (je_mallctl("opt.thp", &v, &sz, NULL, 0) == 0 && v) return v;
-#endif
-    return NULL;
-}
-
 static int thpSystemNever(void) {
     char buf[128];
     if (aforkReadFile("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) <= 0)
@@ -156,13 +139,13 @@ static void reexecWithThp(void) {
 /* Why fork-thp cannot be honoured here; NULL if it can (perhaps after a
  * re-exec, which does not return when it works). */
 static const char *heapRefusal(void) {
-    const char *je = jemallocThp();
+    const char *je = aforkJemallocOpt("opt.thp");
     int reexeced = getenv(REEXEC_MARK) != NULL;
     unsetenv(REEXEC_MARK);
-    if (!kernelAtLeast(5, 8))
+    if (!aforkKernelAtLeast(5, 8))
         return "kernel older than 5.8 copies 2 MiB on a copy-on-write fault of a huge page";
     if (thpSystemNever()) return "transparent huge pages are 'never' (or absent) on this system";
-    if (!je) return "redis-server is not built with jemalloc";
+    if (!strcmp(je, "n/a")) return "redis-server is not built with jemalloc";
     if (!strcmp(je, "always")) return NULL;
     if (reexeced) return "jemalloc ignored JE_MALLOC_CONF=" JE_THP_CONF;
     if (configFromStdin())
@@ -297,14 +280,22 @@ static int anonMapping(const char *line, uint64_t *lo, uint64_t *hi) {
     return *hi > *lo;
 }
 
-/* The mappings, read whole before the walk (collapsing changes the file). */
-static sds readMaps(int fd) {
-    sds maps = sdsempty();
-    char buf[16384];
+/* The mappings, read whole before the walk (collapsing changes the file),
+ * into a static buffer: the thread never allocates, so it cannot map
+ * memory if a fork starts meanwhile. A longer file is cut at a line. */
+static char maps_buf[1 << 20];
+static char *readMaps(int fd) {
+    size_t len = 0;
     ssize_t n;
-    if (lseek(fd, 0, SEEK_SET) < 0) return maps;
-    while ((n = read(fd, buf, sizeof(buf))) > 0) maps = sdscatlen(maps, buf, n);
-    return maps;
+    if (lseek(fd, 0, SEEK_SET) < 0) len = 0;
+    else
+        while (len < sizeof(maps_buf) - 1 &&
+               (n = read(fd, maps_buf + len, sizeof(maps_buf) - 1 - len)) > 0)
+            len += n;
+    maps_buf[len] = '\0';
+    char *last = strrchr(maps_buf, '\n');
+    if (last) last[1] = '\0';
+    return maps_buf;
 }
 
 static void setCollapseState(const char *state) {
@@ -317,8 +308,7 @@ static void collapsePass(int maps_fd, int pm) {
     passState p = {.start_us = ustime()};
     if (!waitAllowed()) return;
     setCollapseState("running");
-    sds maps = readMaps(maps_fd);
-    char *line = maps, *next;
+    char *line = readMaps(maps_fd), *next;
     for (; line && *line && !p.stopped && !p.no_collapse; line = next) {
         uint64_t lo, hi;
         next = strchr(line, '\n');
@@ -329,7 +319,6 @@ static void collapsePass(int maps_fd, int pm) {
             if (scanRange(pm, a, &resident, &huge) == 0) collapseRange(a, resident, huge, &p);
         }
     }
-    sdsfree(maps);
     atomicIncr(st_passes, 1);
     atomicSet(st_huge_before, p.huge_before);
     atomicSet(st_huge_after, p.huge_before + p.collapsed * (long long)HUGE_SIZE);
@@ -381,7 +370,7 @@ static int pagemapScanWorks(int pm) {
 void aforkThpInit(void) {
     snprintf(thp.collapse_state, sizeof(thp.collapse_state), "off");
     if (!thp.heap) return;
-    if (!kernelAtLeast(6, 1)) {
+    if (!aforkKernelAtLeast(6, 1)) {
         snprintf(thp.collapse_state, sizeof(thp.collapse_state), "khugepaged-only");
         serverLog(LL_NOTICE, "fork-thp: kernel older than 6.1 has no MADV_COLLAPSE; split huge "
                              "pages are rebuilt by khugepaged only");
