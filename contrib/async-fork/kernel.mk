@@ -12,13 +12,18 @@ REDIS_BIN_DIR ?= build/redis-8.0.6/src
 # The guest carries redis-server/-cli/-benchmark. When they are missing,
 # build them first with the top-level `build` target; set KERNEL_REDIS_DEP=
 # (empty) to never do that, or KERNEL_REDIS_DEP=build to always do it.
-KERNEL_REDIS_DEP ?= $(if $(wildcard $(REDIS_BIN_DIR)/redis-server),,build)
+KERNEL_REDIS_DEP ?= $(if $(wildcard $(REDIS_BIN_DIR)/redis-server),,build) \
+    $(if $(wildcard $(STOCK_REDIS_SERVER)),,stock)
+# Stock 8.0.6 for the side-by-side Redis latency table in the guest.
+STOCK_REDIS_SERVER ?= build/stock/redis-8.0.6/src/redis-server
 
 # Settings passed through to scripts/kernel-test.sh (see its header).
 export KERNEL_OUT REDIS_BIN_DIR KERNEL_NO_REDIS AFORK_CACHE AFORK_APT_URI JOBS \
        KERNEL_TEST_RUNS KERNEL_TEST_TESTS KERNEL_TEST_SCALE KERNEL_TEST_STRESS \
        KERNEL_TEST_FORKTIME KERNEL_TEST_INJECT KERNEL_TEST_TIMEOUT KERNEL_TEST_HOST \
-       KERNEL_TEST_PROBE KERNEL_DEB KERNEL_REFRESH CCACHE_DIR
+       KERNEL_TEST_PROBE KERNEL_DEB KERNEL_REFRESH CCACHE_DIR KERNEL_TEST_DEBUG \
+       KERNEL_TEST_DEBUG_SCALE KERNEL_TEST_E2E KERNEL_TEST_REDIS_MIB \
+       KERNEL_TEST_REDIS_ROUNDS KERNEL_TEST_REDIS_LAT_MIB STOCK_REDIS_SERVER
 
 .PHONY: kernel-src kernel-build kernel-test kernel-boot kernel-patches kernel-clean
 
@@ -42,7 +47,7 @@ TESTS ?= all
 SYSCTL ?=
 BOOT_OUT ?= $(KERNEL_OUT)/boot-$(KERNEL)
 kernel-boot:
-	@$(AFORK_KDIR)/scripts/boot.sh --kernel $(KERNEL_OUT)/$(KERNEL)/obj/arch/x86/boot/bzImage \
+	@$(AFORK_KDIR)/scripts/boot.sh --kernel $(KERNEL_OUT)/$(if $(filter debug,$(KERNEL)),patched/obj-debug,$(KERNEL)/obj)/arch/x86/boot/bzImage \
 	    --initrd $(KERNEL_OUT)/initramfs.cpio --out $(BOOT_OUT) --label $(KERNEL) \
 	    --tests $(TESTS) $(if $(SYSCTL),--sysctl $(SYSCTL)) \
 	    $(if $(KERNEL_TEST_SCALE),--scale $(KERNEL_TEST_SCALE)) \

@@ -35,7 +35,7 @@ die() {
 }
 
 # Kernel messages that fail a run wherever they appear (timestamped lines).
-splat_re='^.*\[ *[0-9]+\.[0-9]+\] .*(BUG:|WARNING:|Oops|Kernel panic|general protection fault|possible circular locking|possible recursive locking|inconsistent lock state|DEBUG_LOCKS_WARN_ON|lockdep|soft lockup|hard LOCKUP|blocked for more than|self-detected stall|rcu: INFO|Bad page|kernel BUG at|page dumped because|list_add corruption|list_del corruption|UBSAN:|KASAN:|refcount_t:|cut here)'
+splat_re='^.*\[ *[0-9]+\.[0-9]+\] .*(BUG:|WARNING:|Oops|Kernel panic|general protection fault|possible circular locking|possible recursive locking|inconsistent lock state|DEBUG_LOCKS_WARN_ON|turning off the locking correctness validator|lockdep is turned off|suspicious RCU usage|sleeping function called from invalid context|held when returning to user space|circular locking|soft lockup|hard LOCKUP|blocked for more than|self-detected stall|rcu: INFO|Bad page|kernel BUG at|page dumped because|list_add corruption|list_del corruption|UBSAN:|KASAN:|refcount_t:|cut here)'
 
 parse_args() {
     kernel='' initrd='' out='' label='' mode=default sysctls='' prctl=0 append='' tests=all

@@ -9,6 +9,8 @@
 # Environment:
 #   REDIS_BIN_DIR     directory holding the redis programs
 #                     (default build/redis-8.0.6/src)
+#   STOCK_REDIS_SERVER stock redis-server for the latency table
+#                     (default build/stock/redis-8.0.6/src/redis-server)
 #   KERNEL_NO_REDIS=1 build without Redis (the redis-bgsave step then fails)
 #   KERNEL_OUT        build/kernel (gen_init_cpio is compiled there)
 set -euo pipefail
@@ -18,6 +20,7 @@ contrib=$(cd "$here/.." && pwd)
 top=$(cd "$contrib/../.." && pwd)
 out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
 redis_dir=$(realpath -m "${REDIS_BIN_DIR:-$top/build/redis-8.0.6/src}")
+stock_redis=$(realpath -m "${STOCK_REDIS_SERVER:-$top/build/stock/redis-8.0.6/src/redis-server}")
 
 die() {
     printf 'kernel/initramfs: %s\n' "$1" >&2
@@ -106,6 +109,13 @@ add_redis() {
             "Build redis-afork first (make at the top level), point REDIS_BIN_DIR" \
             "at the programs, or set KERNEL_NO_REDIS=1."
     done
+    entry_file /usr/bin/redis-e2e "$contrib/guest/redis-e2e" 0755
+    # Stock 8.0.6 for the side-by-side latency table, when it was built.
+    if [ -x "$stock_redis" ]; then
+        add_program /usr/bin/redis-server-stock "$stock_redis"
+    else
+        echo "kernel/initramfs: no stock redis-server ($stock_redis): the latency table has no stock rows" >&2
+    fi
 }
 
 build_list() {

@@ -20,7 +20,9 @@
 # Writes KERNEL_OUT/TREE/obj[-NAME]/afork-build.env: the image path, kernel
 # release, seconds taken, clean/incremental, ccache hits and misses.
 # Environment: JOBS (default nproc), KERNEL_OUT (default build/kernel),
-# KERNEL_NICE (default 10), CCACHE_DIR, KERNEL_NO_CCACHE=1.
+# KERNEL_NICE (default 10), CCACHE_DIR, KERNEL_NO_CCACHE=1,
+# KERNEL_BUILD_TARGETS (default bzImage; e.g. "mm/ kernel/" to only compile
+# those directories, as the configured-out check of kernel-test.sh does).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -115,12 +117,12 @@ build() {
     local kind=incremental start end before after release
     [ -f "$obj/vmlinux" ] || kind=clean
     before=$(ccache_counts)
-    say "building bzImage ($kind, -j$jobs, nice $nice_level, CC=$cc)"
+    say "building $targets ($kind, -j$jobs, nice $nice_level, CC=$cc)"
     start=$(date +%s)
     # Fixed build stamps: identical inputs give identical objects (ccache hits).
     kmake -j"$jobs" CC="$cc" LOCALVERSION="-$name" \
         KBUILD_BUILD_TIMESTAMP="2000-01-01" KBUILD_BUILD_USER=afork \
-        KBUILD_BUILD_HOST=afork KBUILD_BUILD_VERSION=1 bzImage ||
+        KBUILD_BUILD_HOST=afork KBUILD_BUILD_VERSION=1 $targets ||
         die "the $name kernel did not build (see the compiler messages above)."
     end=$(date +%s)
     after=$(ccache_counts)
@@ -164,6 +166,7 @@ for f in "$@"; do
     [ -f "$f" ] || die "no such config fragment: $f"
     fragments+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")
 done
+targets=${KERNEL_BUILD_TARGETS:-bzImage}
 setup_ccache
 configure
 build

@@ -8,10 +8,21 @@
 #   kernel-test.sh [build|test]     build: stop after the builds; test (default)
 #
 # Environment (make variables of the same name in kernel.mk):
-#   KERNEL_TEST_RUNS     runs to make, each KERNEL[:MODE[:SYSCTLS[:prctl]]]
-#                        (default "stock patched"); e.g. for the Async-fork
-#                        patch: "stock patched:off:vm.async_fork=0
-#                        patched:all:vm.async_fork=2 patched:opt-in:vm.async_fork=1:prctl"
+#   KERNEL_TEST_RUNS     runs to make, each KERNEL[:MODE[:SYSCTLS[:prctl]]],
+#                        KERNEL stock, patched or debug (the patched tree
+#                        with config/debug.config); default: stock, patched
+#                        with the feature off, on for all, per process, and
+#                        the debug build on for all (see $default_runs)
+#   KERNEL_TEST_DEBUG=0  no debug build (and no debug run)
+#   KERNEL_TEST_DEBUG_SCALE  scale of the debug run (default 0.25)
+#   KERNEL_TEST_E2E=0    skip the Redis end-to-end boots (redis-latency on
+#                        stock and patched-all, redis-consistency on
+#                        patched-all)
+#   KERNEL_TEST_REDIS_MIB    data size of redis-consistency (default 512,
+#                            sized for CI: each round hashes, saves and
+#                            loads it all; 2048 takes about 2 min a round)
+#   KERNEL_TEST_REDIS_ROUNDS rounds of redis-consistency (default 20)
+#   KERNEL_TEST_REDIS_LAT_MIB data size of redis-latency (default 1024)
 #   KERNEL_TEST_TESTS    comma list of steps (default all)
 #   KERNEL_TEST_SCALE    size/iteration factor (default 1, sized for CI)
 #   KERNEL_TEST_STRESS   seconds per stress-ng stressor (default 20)
@@ -29,7 +40,14 @@ contrib=$(cd "$here/.." && pwd)
 top=$(cd "$contrib/../.." && pwd)
 out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
 export KERNEL_OUT=$out
-runs=${KERNEL_TEST_RUNS:-stock patched}
+default_runs="stock patched:off:vm.async_fork=0 patched:all:vm.async_fork=2
+    patched:opt-in:vm.async_fork=1:prctl debug:all:vm.async_fork=2"
+debug=${KERNEL_TEST_DEBUG:-1}
+[ "$debug" = 1 ] || default_runs=${default_runs% debug:*}
+runs=${KERNEL_TEST_RUNS:-$default_runs}
+redis_mib=${KERNEL_TEST_REDIS_MIB:-512}
+redis_lat_mib=${KERNEL_TEST_REDIS_LAT_MIB:-1024}
+redis_rounds=${KERNEL_TEST_REDIS_ROUNDS:-20}
 tests=${KERNEL_TEST_TESTS:-all}
 scale=${KERNEL_TEST_SCALE:-1}
 stress=${KERNEL_TEST_STRESS:-20}
@@ -72,13 +90,43 @@ prepare_source() {
     echo "SOURCE_SECONDS=$(since "$t0")" >"$results/source.env"
 }
 
-build_kernels() {
-    local tree
-    for tree in stock patched; do
-        say "build: $tree kernel"
-        "$here/build-kernel.sh" "$tree"
-        cp "$out/$tree/obj/afork-build.env" "$results/build-$tree.env"
+# Every patch of the series must be checkpatch --strict clean.
+checkpatch_series() {
+    local p bad=0
+    say "checkpatch --strict: patches/"
+    for p in "$contrib"/patches/*.patch; do
+        [ -f "$p" ] || continue
+        if "$out/patched/linux/scripts/checkpatch.pl" --strict --no-tree -q "$p" \
+            >"$results/checkpatch-$(basename "$p" .patch).txt" 2>&1; then
+            echo "  clean: $(basename "$p")"
+        else
+            echo "  NOT CLEAN: $(basename "$p")"
+            sed 's/^/    /' "$results/checkpatch-$(basename "$p" .patch).txt"
+            bad=1
+        fi
     done
+    [ "$bad" = 0 ] || failed_runs+=("checkpatch")
+}
+
+build_kernels() {
+    say "build: stock kernel"
+    "$here/build-kernel.sh" stock
+    cp "$out/stock/obj/afork-build.env" "$results/build-stock.env"
+    say "build: patched kernel (CONFIG_ASYNC_FORK=y)"
+    "$here/build-kernel.sh" patched patched "$contrib/config/async-fork.config"
+    cp "$out/patched/obj/afork-build.env" "$results/build-patched.env"
+    # The series with the feature configured out: everything it touches
+    # (mm/, kernel/, arch/x86/mm/) must still compile. Only those
+    # directories, to keep CI short: the rest is the stock code.
+    say "build: patched tree, CONFIG_ASYNC_FORK off (mm/ kernel/ arch/x86/mm/)"
+    KERNEL_BUILD_TARGETS="mm/ kernel/ arch/x86/mm/" "$here/build-kernel.sh" patched noasync
+    cp "$out/patched/obj-noasync/afork-build.env" "$results/build-noasync.env"
+    if [ "$debug" = 1 ]; then
+        say "build: patched debug kernel (PROVE_LOCKING, DEBUG_VM, DEBUG_VM_PGFLAGS)"
+        "$here/build-kernel.sh" patched debug "$contrib/config/async-fork.config" \
+            "$contrib/config/debug.config"
+        cp "$out/patched/obj-debug/afork-build.env" "$results/build-debug.env"
+    fi
 }
 
 # Touch mm/memory.c in the patched tree and rebuild: the edit-compile loop.
@@ -86,7 +134,7 @@ rebuild_probe() {
     [ "${KERNEL_TEST_PROBE:-1}" = 1 ] || return 0
     say "rebuild probe: touch mm/memory.c in the patched tree, rebuild"
     touch "$out/patched/linux/mm/memory.c"
-    "$here/build-kernel.sh" patched
+    "$here/build-kernel.sh" patched patched "$contrib/config/async-fork.config"
     cp "$out/patched/obj/afork-build.env" "$results/build-probe.env"
 }
 
@@ -121,7 +169,12 @@ measure_boot() {
         --timeout 300
 }
 
-image_of() { echo "$out/$1/obj/arch/x86/boot/bzImage"; }
+image_of() {
+    case $1 in
+    debug) echo "$out/patched/obj-debug/arch/x86/boot/bzImage" ;;
+    *) echo "$out/$1/obj/arch/x86/boot/bzImage" ;;
+    esac
+}
 
 # Run label: the kernel alone, or kernel-mode.
 run_label() {
@@ -135,15 +188,40 @@ run_suite() {
     IFS=: read -r kernel mode sysctls flag <<<"$spec"
     label=$(run_label "$spec")
     [ -f "$(image_of "$kernel")" ] || die "run '$spec': no $kernel kernel built."
+    local run_scale=$scale run_forktime=$forktime
+    if [ "$kernel" = debug ]; then
+        # Lockdep and DEBUG_VM checks, not timings: smaller and faster.
+        run_scale=${KERNEL_TEST_DEBUG_SCALE:-0.25}
+        run_forktime=512
+    fi
     args=(--kernel "$(image_of "$kernel")" --initrd "$initramfs" --out "$results/$label"
-          --label "$label" --mode "${mode:-default}" --tests "$tests" --scale "$scale"
-          --stress "$stress" --forktime "$forktime" --timeout "$boot_timeout"
+          --label "$label" --mode "${mode:-default}" --tests "$tests" --scale "$run_scale"
+          --stress "$stress" --forktime "$run_forktime" --timeout "$boot_timeout"
           --expect "$(expected_steps)")
     [ -n "$sysctls" ] && args+=(--sysctl "$sysctls")
     [ "$flag" = prctl ] && args+=(--prctl)
     [ -n "$inject" ] && args+=(--inject "$inject")
     say "suite: $label"
     "$here/boot.sh" "${args[@]}" || failed_runs+=("$label")
+}
+
+# Redis end to end: stock kernel (latency) and patched with vm.async_fork=2
+# (consistency and latency), the stock and redis-afork servers each.
+e2e_boot() {
+    local kernel=$1 label=$2 steps=$3
+    shift 3
+    say "redis end to end: $label ($steps; consistency $redis_mib MiB x $redis_rounds, latency $redis_lat_mib MiB)"
+    "$here/boot.sh" --kernel "$(image_of "$kernel")" --initrd "$initramfs" \
+        --out "$results/$label" --label "$label" --mode e2e --tests "$steps" \
+        --expect "$(echo "$steps" | tr , ' ')" --timeout "$boot_timeout" \
+        --append "afork.redis_mib=$redis_mib afork.redis_lat_mib=$redis_lat_mib afork.redis_rounds=$redis_rounds afork.timeout=$boot_timeout" \
+        "$@" || failed_runs+=("$label")
+}
+
+redis_e2e() {
+    [ "${KERNEL_TEST_E2E:-1}" = 1 ] || return 0
+    e2e_boot stock e2e-stock redis-latency
+    e2e_boot patched e2e-patched redis-consistency,redis-latency --sysctl vm.async_fork=2
 }
 
 host_fork_time() {
@@ -165,7 +243,7 @@ print_builds() {
     local f name
     echo "Kernel: Linux $kernel_version"
     echo "Source (fetch, unpack, git trees): $(env_value "$results/source.env" SOURCE_SECONDS) s"
-    for name in stock patched probe; do
+    for name in stock patched noasync debug probe; do
         f=$results/build-$name.env
         [ -f "$f" ] || continue
         printf 'Build %-8s %4s s (%s%s), ccache %s hits / %s misses\n' "$name:" \
@@ -186,6 +264,10 @@ print_runs() {
         f=$results/$label/run.env
         [ -f "$f" ] || continue
         echo "Suite $label: $(fmt_duration "$(env_value "$f" RUN_WALL_SECONDS)") wall, kernel $(env_value "$f" RUN_KERNEL), mode $(env_value "$f" RUN_MODE)${KERNEL_TEST_INJECT:+, inject $KERNEL_TEST_INJECT}"
+    done
+    for label in e2e-stock e2e-patched; do
+        f=$results/$label/run.env
+        [ -f "$f" ] && echo "Redis end to end $label: $(fmt_duration "$(env_value "$f" RUN_WALL_SECONDS)") wall"
     done
 }
 
@@ -234,12 +316,44 @@ print_forktime_table() {
     done
 }
 
+# Table: kernel x server -> fork time, worst PING, save time.
+print_redis_tables() {
+    local label f
+    [ "${KERNEL_TEST_E2E:-1}" = 1 ] || return 0
+    f=$results/e2e-patched/console.log
+    if [ -f "$f" ]; then
+        printf '\nredis-consistency (patched kernel, vm.async_fork=2, redis-afork, %s MiB): %s of %s rounds equal\n' "$redis_mib" \
+            "$(grep -c 'AFORK-CONSISTENCY .*equal=1' "$f")" "$(grep -c 'AFORK-CONSISTENCY ' "$f")"
+    fi
+    printf '\nredis-latency: BGSAVE under a SET load, PING probe on its own connection (%s MiB)\n' "$redis_lat_mib"
+    printf '%-8s %-12s %12s %14s %12s %10s %8s\n' kernel server fork_ms max_ping_ms p99_ping_ms "pings>10ms" save_s
+    for label in e2e-stock e2e-patched; do
+        f=$results/$label/console.log
+        [ -f "$f" ] || continue
+        sed -n 's/^.*AFORK-REDISLAT //p' "$f" | awk -v k="${label#e2e-}" '
+            { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+              printf "%-8s %-12s %12.2f %14.2f %12.2f %10s %8s\n", k, v["server"], v["fork_usec"] / 1000,
+                     v["max_ms"], v["p99_ms"], v["over10ms"], v["save_s"] }'
+    done
+}
+
+# fork() median of stock over patched-all per size: the speed-up.
+print_speedup() {
+    local a=$results/stock/forktime.tsv b=$results/patched-all/forktime.tsv
+    [ -f "$a" ] && [ -f "$b" ] || return 0
+    printf '\nfork() median, stock kernel / patched with vm.async_fork=2 (same guest, same program):\n'
+    awk -F'\t' 'NR == FNR { s[$1] = $3; next }
+        ($1 in s) && $3 > 0 { printf "  %6s MiB: %8.2f ms / %6.3f ms = %6.0fx (child copies for %.1f ms)\n", $1, s[$1] / 1000, $3 / 1000, s[$1] / $3, $5 / 1000 }' "$a" "$b"
+}
+
 report() {
     say "summary"
     print_builds
     print_runs
     print_test_table
     print_forktime_table
+    print_speedup
+    print_redis_tables
     echo
     if [ "${#failed_runs[@]}" -gt 0 ]; then
         echo "kernel-test: FAILED: ${failed_runs[*]} (details above and in $results)"
@@ -255,6 +369,7 @@ failed_runs=()
 kernel_version='?'
 start_results
 prepare_source
+checkpatch_series
 build_kernels
 build_forktest
 build_initramfs
@@ -264,5 +379,6 @@ measure_boot || failed_runs+=("boot-only")
 for spec in $runs; do
     run_suite "$spec"
 done
+redis_e2e
 host_fork_time
 report

@@ -117,5 +117,6 @@ extern const struct test_case forktime_tests[];
 int run_fork_time(const unsigned long *sizes_mib, int nsizes, int reps);
 /* Entry of the exec'ed helper used by vfork/posix_spawn tests. */
 int exec_check_main(int argc, char **argv);
+int probe_main(int argc, char **argv);
 
 #endif

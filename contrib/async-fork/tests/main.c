@@ -82,7 +82,7 @@ static int run_one(const struct test_case *tc)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: forktest list | describe | run NAME... | exec-check SEED\n");
+    fprintf(stderr, "usage: forktest list | describe | run NAME... | exec-check SEED | probe PORT\n");
     return 2;
 }
 
@@ -94,6 +94,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 2 && strcmp(argv[1], "exec-check") == 0)
         return exec_check_main(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "probe") == 0)
+        return probe_main(argc, argv);
     if (argc == 2 && strcmp(argv[1], "list") == 0) {
         list_tests(0);
         return 0;
