@@ -96,7 +96,9 @@ checkpatch_series() {
     say "checkpatch --strict: patches/"
     for p in "$contrib"/patches/*.patch; do
         [ -f "$p" ] || continue
-        if "$out/patched/linux/scripts/checkpatch.pl" --strict --no-tree -q "$p" \
+        # From the kernel tree: run inside another git checkout (ours),
+        # checkpatch takes that repository for the one it checks.
+        if (cd "$out/patched/linux" && ./scripts/checkpatch.pl --strict --no-tree -q "$p") \
             >"$results/checkpatch-$(basename "$p" .patch).txt" 2>&1; then
             echo "  clean: $(basename "$p")"
         else
