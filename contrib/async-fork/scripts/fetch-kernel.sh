@@ -1,44 +1,53 @@
 #!/usr/bin/env bash
-# fetch-kernel.sh -- download Debian's linux-source-6.12 package (Linux 6.12
-# LTS with Debian's patches applied) into the download cache and print the
-# path of the cached .deb on stdout.
+# fetch-kernel.sh -- get Debian's linux-source-6.12 package (Linux 6.12 LTS
+# with Debian's patches applied) into the download cache and print the path
+# of the .deb on stdout.
 #
-# The package comes from Debian's "trixie" suite through the ordinary apt
-# client with a private apt state directory: nothing in /etc or the system's
-# apt state changes. The archive URI is taken from the machine's own apt
-# sources (as upstream/fetch.sh does for the Redis source).
+# Which version: the series' base (the "# base-version:" and
+# "# base-sha256:" lines of patches/series, the source the series was made
+# and tested on) when any suite still carries it, verified by its sha256;
+# otherwise the newest linux-source-6.12 any suite carries, and the series is
+# then applied through the drift path (apply-series.sh), reported loudly.
+# Debian keeps only a few versions per suite and replaces them every few
+# weeks, so the base is looked for in every suite that can carry the package
+# (utils/debian-archive.sh: private apt state, nothing on the system changes).
 #
-# A cached linux-source-6.12_*.deb is reused; the newest one wins.
+# Order: KERNEL_DEB if given; the base in the cache; the base in the
+# archive; the newest in the archive; the newest in the cache (archive
+# unreachable). Messages go to stderr, "base" or "drift" lines included.
+#
 # Overrides (environment):
 #   KERNEL_DEB=path      use this linux-source-6.12 .deb (copied into the cache)
-#   KERNEL_REFRESH=1     ask the archive again even if a .deb is cached
-#   KERNEL_SUITE=suite   Debian suite to take the package from (default trixie)
-#   AFORK_APT_URI=uri    Debian archive to use (default: the machine's)
+#   KERNEL_REFRESH=1     ask the archive again even if the base is cached
+#   KERNEL_SERIES=file   the series file whose base is wanted (tests)
+#   AFORK_APT_URI=uri    Debian archive(s) to use (default: the machine's)
+#   AFORK_APT_SUITES="a b"  suites to look in (default: all that can carry it)
 #   AFORK_CACHE=dir      download cache (default: upstream/cache)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
 cache=$(realpath -m "${AFORK_CACHE:-$top/upstream/cache}")
+series=${KERNEL_SERIES:-$here/../patches/series}
 package=linux-source-6.12
-suite=${KERNEL_SUITE:-trixie}
 
-die() {
-    printf 'kernel/fetch: %s\n' "$1" >&2
-    shift
-    for line in "$@"; do printf '  %s\n' "$line" >&2; done
-    exit 1
+. "$top/utils/debian-archive.sh"
+archive_tag=kernel/fetch
+# Every suite that can carry linux-source-6.12.
+archive_suites="trixie trixie-updates trixie-proposed-updates trixie-backports trixie-security
+    bookworm-backports bookworm-security forky sid"
+die() { archive_die "$@"; }
+say() { archive_say "$@"; }
+
+# series_header KEY: the value of "# KEY: value" in the series file.
+series_header() {
+    sed -n "s/^# *$1: *//p" "$series" 2>/dev/null | head -n 1
 }
 
-say() { printf 'kernel/fetch: %s\n' "$*" >&2; }
+base_version=$(series_header base-version)
+base_sha=$(series_header base-sha256)
 
-# Print the newest cached package file, if any.
-newest_cached_deb() {
-    local f
-    for f in "$cache/${package}_"*_all.deb; do
-        if [ -f "$f" ]; then printf '%s\n' "$f"; fi
-    done | sort -V | tail -n 1
-}
+deb_name() { printf '%s_%s_all.deb' "$package" "$1"; }
 
 # Check that FILE is a linux-source-6.12 package holding the source tarball.
 check_deb() {
@@ -50,93 +59,118 @@ check_deb() {
         die "$deb does not contain usr/src/$package.tar.xz; the package layout changed."
 }
 
-# Print the Debian archive URIs of the machine's apt sources (deb822 and
-# one-line formats), keeping only main archives (".../debian").
-machine_uris() {
-    local f
-    {
-        for f in /etc/apt/sources.list.d/*.sources; do
-            [ -r "$f" ] && awk 'tolower($1)=="uris:" { for (i = 2; i <= NF; i++) print $i }' "$f"
-        done
-        for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-            [ -r "$f" ] && sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" |
-                awk '$1=="deb" || $1=="deb-src" { print $2 }'
-        done
-    } | grep -E '/debian/?$' | awk '!seen[$0]++' || true
-}
-
-# Download the package into $1/dl with a private apt state under $1.
-apt_download() {
-    local work=$1 uri=$2 log=$1/apt.log
-    local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-    mkdir -p "$work/sources" "$work/lists/partial" "$work/cache/archives/partial" "$work/dl"
-    {
-        echo "Types: deb"
-        echo "URIs: $uri"
-        echo "Suites: $suite"
-        echo "Components: main"
-        [ -f "$keyring" ] && echo "Signed-By: $keyring"
-    } >"$work/sources/afork-kernel.sources"
-    local opts=(-o Dir::Etc::SourceList=/dev/null
-                -o Dir::Etc::SourceParts="$work/sources"
-                -o Dir::State::Lists="$work/lists"
-                -o Dir::Cache="$work/cache"
-                -o APT::Sandbox::User="$(id -un)"
-                -o Debug::NoLocking=1)
-    say "apt-get update ($suite from $uri)"
-    if ! apt-get "${opts[@]}" update >"$log" 2>&1 ||
-        grep -qE '^(E:|W: Failed to fetch|Err:)' "$log"; then
-        tail -n 5 "$log" >&2
-        return 2
-    fi
-    say "apt-get download $package (about 150 MB)"
-    if ! (cd "$work/dl" && apt-get "${opts[@]}" download "$package") >"$log" 2>&1; then
-        tail -n 5 "$log" >&2
-        return 2
+# Say whether DEB is the series' base; a file of the base version with
+# another sha256 is refused.
+classify() {
+    local deb=$1 version sum
+    version=$(dpkg-deb -f "$deb" Version)
+    if [ -z "$base_version" ]; then
+        say "patches/series records no base; using $version as it is"
+    elif [ "$version" = "$base_version" ]; then
+        sum=$(sha256_of "$deb")
+        [ -z "$base_sha" ] || [ "$sum" = "$base_sha" ] ||
+            die "sha256 mismatch for $(basename "$deb"): it is not the series' base." \
+                "expected: $base_sha (patches/series, base-sha256)" \
+                "found:    $sum" \
+                "The archive serves a different $package $version than the one the" \
+                "series was made on. Remove the file and retry, or give the right one" \
+                "with KERNEL_DEB=/path/$(deb_name "$version")."
+        say "base $base_version (sha256 verified)"
+    else
+        say "drift: source $version is not the series' base $base_version;" \
+            "the series will be applied with bounded fuzz and the drift reported"
     fi
 }
 
-fetch_from_archive() {
-    command -v apt-get >/dev/null ||
-        die "apt-get is not installed, so $package cannot be fetched." \
-            "Download a ${package}_*_all.deb and give it: KERNEL_DEB=/path/file.deb"
-    local uris uri rc=2
-    uris=${AFORK_APT_URI:-$(machine_uris)}
-    [ -n "$uris" ] ||
-        die "no Debian archive URI found in /etc/apt/sources.list{,.d}." \
-            "Set AFORK_APT_URI to a Debian archive URI, or give KERNEL_DEB=/path/file.deb."
-    work=$(mktemp -d "${TMPDIR:-/tmp}/afork-kernel-apt.XXXXXX")  # global for the trap
-    trap 'rm -rf "$work"' EXIT
-    for uri in $uris; do
-        rc=0
-        apt_download "$work" "$uri" || rc=$?
-        [ "$rc" -eq 0 ] && break
+# The newest of the VERSION arguments, in dpkg's order.
+newest_version() {
+    local best= v
+    for v in "$@"; do
+        if [ -z "$best" ] || dpkg --compare-versions "$v" gt "$best"; then best=$v; fi
     done
-    [ "$rc" -eq 0 ] ||
-        die "$package could not be downloaded from $suite (tried: $(echo $uris))." \
-            "Check the network or proxy, set AFORK_APT_URI to a reachable Debian" \
-            "mirror, or give a downloaded package: KERNEL_DEB=/path/file.deb"
-    local deb
-    deb=$(ls "$work/dl/${package}_"*_all.deb 2>/dev/null | head -n 1) ||
-        true
-    [ -n "$deb" ] || die "apt-get download did not produce a ${package}_*_all.deb."
+    printf '%s\n' "$best"
+}
+
+newest_cached_deb() {
+    local f versions=()
+    for f in "$cache/${package}_"*_all.deb; do
+        [ -f "$f" ] && versions+=("$(dpkg-deb -f "$f" Version)")
+    done
+    [ "${#versions[@]}" -gt 0 ] || return 0
+    printf '%s\n' "$cache/$(deb_name "$(newest_version "${versions[@]}")")"
+}
+
+# Download VERSION from the open archive into the cache; print its path.
+download() {
+    local version=$1 deb
+    archive_download "$package" "$version" ||
+        die "apt-get download $package=$version failed (log above)." \
+            "Retry, or give a downloaded package: KERNEL_DEB=/path/$(deb_name "$version")"
+    deb=$archive_work/dl/$(deb_name "${version#*:}")
+    [ -f "$deb" ] || deb=$(ls "$archive_work/dl/${package}_"*_all.deb 2>/dev/null | head -n 1)
+    [ -n "$deb" ] && [ -f "$deb" ] || die "apt-get download did not produce a ${package} .deb."
     check_deb "$deb"
-    mv "$deb" "$cache/$(basename "$deb")"
-    printf '%s\n' "$cache/$(basename "$deb")"
+    mv "$deb" "$cache/$(deb_name "$version")"
+    printf '%s\n' "$cache/$(deb_name "$version")"
+}
+
+# Use the archive: the base if any suite has it, else the newest.
+fetch_from_archive() {
+    local versions newest suite
+    archive_open deb || return 2
+    versions=$(archive_versions "$package")
+    [ -n "$versions" ] ||
+        die "no suite carries $package (looked in: $(echo ${AFORK_APT_SUITES:-$archive_suites}) at $archive_uris_used)." \
+            "Give a downloaded package: KERNEL_DEB=/path/${package}_VERSION_all.deb"
+    if [ -n "$base_version" ]; then
+        suite=$(awk -v v="$base_version" '$1 == v { print $2; exit }' <<<"$versions")
+        if [ -n "$suite" ]; then
+            say "base $base_version found in $suite"
+            download "$base_version"
+            return 0
+        fi
+        say "no suite carries the base $base_version any more; it now has:" \
+            "$(awk '{ printf "%s%s (%s)", sep, $1, $2; sep = ", " }' <<<"$versions")"
+    fi
+    # shellcheck disable=SC2046
+    newest=$(newest_version $(awk '{ print $1 }' <<<"$versions"))
+    suite=$(awk -v v="$newest" '$1 == v { print $2; exit }' <<<"$versions")
+    say "taking the newest, $newest from $suite"
+    download "$newest"
 }
 
 mkdir -p "$cache"
 if [ -n "${KERNEL_DEB:-}" ]; then
     [ -f "$KERNEL_DEB" ] || die "KERNEL_DEB=$KERNEL_DEB: no such file."
     check_deb "$KERNEL_DEB"
-    target=$cache/$(basename "$KERNEL_DEB")
+    classify "$KERNEL_DEB"
+    target=$cache/$(deb_name "$(dpkg-deb -f "$KERNEL_DEB" Version)")
     [ "$(readlink -f "$KERNEL_DEB")" = "$(readlink -f "$target")" ] || cp "$KERNEL_DEB" "$target"
     printf '%s\n' "$target"
     exit 0
 fi
-cached=$(newest_cached_deb)
-if [ -n "$cached" ] && [ "${KERNEL_REFRESH:-0}" != 1 ]; then
-    printf '%s\n' "$cached"
+base_cached=$cache/$(deb_name "${base_version:-none}")
+if [ -n "$base_version" ] && [ -f "$base_cached" ] && [ "${KERNEL_REFRESH:-0}" != 1 ]; then
+    classify "$base_cached"
+    printf '%s\n' "$base_cached"
     exit 0
 fi
-fetch_from_archive
+command -v apt-get >/dev/null ||
+    die "apt-get is not installed, so $package cannot be fetched." \
+        "Download a ${package}_*_all.deb and give it: KERNEL_DEB=/path/file.deb"
+rc=0
+deb=$(fetch_from_archive) || rc=$?
+if [ "$rc" -eq 0 ]; then
+    classify "$deb"
+    printf '%s\n' "$deb"
+    exit 0
+fi
+[ "$rc" -eq 2 ] || exit "$rc"
+deb=$(newest_cached_deb)
+[ -n "$deb" ] ||
+    die "$package could not be downloaded (tried: ${AFORK_APT_URI:-the machine's Debian archives})." \
+        "Check the network or proxy, set AFORK_APT_URI to a reachable Debian" \
+        "mirror, or give a downloaded package: KERNEL_DEB=/path/file.deb"
+say "the archive could not be reached; using the cached $(basename "$deb")"
+classify "$deb"
+printf '%s\n' "$deb"

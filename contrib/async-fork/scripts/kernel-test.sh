@@ -3,7 +3,9 @@
 # stock and the patched guest kernels, build the test suite and initramfs,
 # boot each kernel under QEMU to run the suite, run the fork-time program on
 # the host too, and print the tables (test x run, fork time vs size).
-# Everything printed is also saved in build/kernel/results/<timestamp>/.
+# Everything printed is also saved in build/kernel/results/<timestamp>/;
+# phases.tsv there holds the seconds of each phase, drift.txt the hunks the
+# series needed fuzz for (a source other than the series' base).
 #
 #   kernel-test.sh [build|test]     build: stop after the builds; test (default)
 #
@@ -30,6 +32,10 @@
 #   KERNEL_TEST_INJECT   steps that break themselves on purpose (comma list
 #                        or "all"): they must FAIL
 #   KERNEL_TEST_TIMEOUT  wall-clock limit per boot in seconds (default 1800)
+#   KERNEL_TEST_BUDGET   wall-clock budget of the whole run in seconds (default
+#                        none): each phase starts only inside it, builds and
+#                        boots are cut at its end, and an overrun fails the
+#                        run naming the phase (.ci/run sets it)
 #   KERNEL_TEST_HOST=0   skip the fork-time run on the host
 #   KERNEL_TEST_PROBE=0  skip the rebuild probe (touch mm/memory.c, rebuild)
 #   KERNEL_OUT, JOBS, AFORK_CACHE, CCACHE_DIR, REDIS_BIN_DIR, KERNEL_NO_REDIS
@@ -72,6 +78,44 @@ since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; 
 
 fmt_duration() { awk -v s="$1" 'BEGIN { printf "%dm%02ds", s / 60, s % 60 }'; }
 
+# Seconds left of KERNEL_TEST_BUDGET (a large number when there is none).
+budget_left() {
+    [ -n "${KERNEL_TEST_BUDGET:-}" ] || { echo 999999; return; }
+    awk -v b="$KERNEL_TEST_BUDGET" -v u="$(since "$t_start")" 'BEGIN { printf "%d", b - u }'
+}
+
+# A phase may start only inside the budget; an overrun names the phase.
+over_budget() {
+    echo "kernel-test: OVER BUDGET: phase '$1' $2; KERNEL_TEST_BUDGET=$KERNEL_TEST_BUDGET s, $(since "$t_start") s used." >&2
+    echo "  Raise KERNEL_TEST_BUDGET, or shorten the run (KERNEL_TEST_DEBUG=0, KERNEL_TEST_E2E=0," >&2
+    echo "  KERNEL_TEST_SCALE=0.5); phase times so far: $results/phases.tsv" >&2
+    failed_runs+=("budget:$1")
+    report || true
+    exit 3
+}
+
+# phase NAME CMD...: run CMD (a function or a program) as a named phase:
+# timed into phases.tsv, refused when the budget is spent, failed with the
+# phase's name when it ends past the budget.
+phase() {
+    local name=$1 t0 rc=0
+    shift
+    [ "$(budget_left)" -gt 0 ] || over_budget "$name" "could not start"
+    t0=$(date +%s.%N)
+    printf '%s\n' "$name" >"$results/current-phase"
+    "$@" || rc=$?
+    printf '%s\t%s\t%s\n' "$name" "$(since "$t0")" "$rc" >>"$results/phases.tsv"
+    [ "$(budget_left)" -gt 0 ] || over_budget "$name" "ran past the end of the budget"
+    return "$rc"
+}
+
+# The budget as a command's time limit, at most $1 s.
+limit() {
+    local left
+    left=$(budget_left)
+    [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
+
 start_results() {
     results=$out/results/$(date +%Y%m%d-%H%M%S)
     mkdir -p "$results"
@@ -86,6 +130,8 @@ prepare_source() {
     deb=$("$here/fetch-kernel.sh")
     "$here/kernel-tree.sh" prepare "$deb"
     kernel_version=$("$here/kernel-tree.sh" version)
+    "$here/kernel-tree.sh" base | tee "$results/base.txt"
+    cp "$out/patched/drift.txt" "$results/drift.txt" 2>/dev/null || true
     echo "source ready in $(since "$t0") s: Linux $kernel_version"
     echo "SOURCE_SECONDS=$(since "$t0")" >"$results/source.env"
 }
@@ -110,24 +156,30 @@ checkpatch_series() {
     [ "$bad" = 0 ] || failed_runs+=("checkpatch")
 }
 
+# build_one NAME TREE [FRAGMENT...]: one kernel, cut at the budget's end.
+build_one() {
+    local name=$1 tree=$2 obj
+    shift 2
+    obj=$out/$tree/obj$([ "$name" = "$tree" ] || echo "-$name")
+    timeout -k 10 "$(limit 86400)" "$here/build-kernel.sh" "$tree" "$name" "$@" ||
+        die "the $name kernel did not build (see above)."
+    cp "$obj/afork-build.env" "$results/build-$name.env"
+}
+
 build_kernels() {
     say "build: stock kernel"
-    "$here/build-kernel.sh" stock
-    cp "$out/stock/obj/afork-build.env" "$results/build-stock.env"
+    phase "build stock" build_one stock stock
     say "build: patched kernel (CONFIG_ASYNC_FORK=y)"
-    "$here/build-kernel.sh" patched patched "$contrib/config/async-fork.config"
-    cp "$out/patched/obj/afork-build.env" "$results/build-patched.env"
+    phase "build patched" build_one patched patched "$contrib/config/async-fork.config"
     # The series with the feature configured out: everything it touches
     # (mm/, kernel/, arch/x86/mm/) must still compile. Only those
     # directories, to keep CI short: the rest is the stock code.
     say "build: patched tree, CONFIG_ASYNC_FORK off (mm/ kernel/ arch/x86/mm/)"
-    KERNEL_BUILD_TARGETS="mm/ kernel/ arch/x86/mm/" "$here/build-kernel.sh" patched noasync
-    cp "$out/patched/obj-noasync/afork-build.env" "$results/build-noasync.env"
+    KERNEL_BUILD_TARGETS="mm/ kernel/ arch/x86/mm/" phase "build noasync" build_one noasync patched
     if [ "$debug" = 1 ]; then
         say "build: patched debug kernel (PROVE_LOCKING, DEBUG_VM, DEBUG_VM_PGFLAGS)"
-        "$here/build-kernel.sh" patched debug "$contrib/config/async-fork.config" \
+        phase "build debug" build_one debug patched "$contrib/config/async-fork.config" \
             "$contrib/config/debug.config"
-        cp "$out/patched/obj-debug/afork-build.env" "$results/build-debug.env"
     fi
 }
 
@@ -136,8 +188,10 @@ rebuild_probe() {
     [ "${KERNEL_TEST_PROBE:-1}" = 1 ] || return 0
     say "rebuild probe: touch mm/memory.c in the patched tree, rebuild"
     touch "$out/patched/linux/mm/memory.c"
-    "$here/build-kernel.sh" patched patched "$contrib/config/async-fork.config"
-    cp "$out/patched/obj/afork-build.env" "$results/build-probe.env"
+    mv "$results/build-patched.env" "$results/build-patched.env.keep"
+    build_one patched patched "$contrib/config/async-fork.config"
+    mv "$results/build-patched.env" "$results/build-probe.env"
+    mv "$results/build-patched.env.keep" "$results/build-patched.env"
 }
 
 build_forktest() {
@@ -168,7 +222,7 @@ measure_boot() {
     say "boot time: stock kernel, no tests, to power-off"
     "$here/boot.sh" --kernel "$(image_of stock)" --initrd "$initramfs" \
         --out "$results/boot-only" --label boot-only --tests none --expect "" \
-        --timeout 300
+        --timeout "$(limit 300)"
 }
 
 image_of() {
@@ -198,7 +252,7 @@ run_suite() {
     fi
     args=(--kernel "$(image_of "$kernel")" --initrd "$initramfs" --out "$results/$label"
           --label "$label" --mode "${mode:-default}" --tests "$tests" --scale "$run_scale"
-          --stress "$stress" --forktime "$run_forktime" --timeout "$boot_timeout"
+          --stress "$stress" --forktime "$run_forktime" --timeout "$(limit "$boot_timeout")"
           --expect "$(expected_steps)")
     [ -n "$sysctls" ] && args+=(--sysctl "$sysctls")
     [ "$flag" = prctl ] && args+=(--prctl)
@@ -215,15 +269,16 @@ e2e_boot() {
     say "redis end to end: $label ($steps; consistency $redis_mib MiB x $redis_rounds, latency $redis_lat_mib MiB)"
     "$here/boot.sh" --kernel "$(image_of "$kernel")" --initrd "$initramfs" \
         --out "$results/$label" --label "$label" --mode e2e --tests "$steps" \
-        --expect "$(echo "$steps" | tr , ' ')" --timeout "$boot_timeout" \
+        --expect "$(echo "$steps" | tr , ' ')" --timeout "$(limit "$boot_timeout")" \
         --append "afork.redis_mib=$redis_mib afork.redis_lat_mib=$redis_lat_mib afork.redis_rounds=$redis_rounds afork.timeout=$boot_timeout" \
         "$@" || failed_runs+=("$label")
 }
 
 redis_e2e() {
     [ "${KERNEL_TEST_E2E:-1}" = 1 ] || return 0
-    e2e_boot stock e2e-stock redis-latency
-    e2e_boot patched e2e-patched redis-consistency,redis-latency --sysctl vm.async_fork=2
+    phase "e2e stock" e2e_boot stock e2e-stock redis-latency
+    phase "e2e patched" e2e_boot patched e2e-patched redis-consistency,redis-latency \
+        --sysctl vm.async_fork=2
 }
 
 host_fork_time() {
@@ -348,15 +403,32 @@ print_speedup() {
         ($1 in s) && $3 > 0 { printf "  %6s MiB: %8.2f ms / %6.3f ms = %6.0fx (child copies for %.1f ms)\n", $1, s[$1] / 1000, $3 / 1000, s[$1] / $3, $5 / 1000 }' "$a" "$b"
 }
 
+# "series base X, source Y" and, loudly, the hunks that needed fuzz.
+print_base() {
+    cat "$results/base.txt" 2>/dev/null || echo "series base ?, source ? (no source prepared)"
+}
+
+# Seconds per phase, in the order they ran.
+print_phases() {
+    [ -f "$results/phases.tsv" ] || return 0
+    printf '\nphase times (s):\n'
+    awk -F'\t' '{ printf "  %-22s %8.1f%s\n", $1, $2, ($3 == 0 ? "" : "  (exit " $3 ")") }' "$results/phases.tsv"
+    printf '  %-22s %8.1f\n' "total" "$(since "$t_start")"
+}
+
 report() {
     say "summary"
+    print_base
     print_builds
     print_runs
     print_test_table
     print_forktime_table
     print_speedup
     print_redis_tables
+    print_phases
     echo
+    [ ! -s "$results/drift.txt" ] ||
+        echo "kernel-test: DRIFT: the series was applied with fuzz to this source (see above, $results/drift.txt); refresh it: make kernel-patches"
     if [ "${#failed_runs[@]}" -gt 0 ]; then
         echo "kernel-test: FAILED: ${failed_runs[*]} (details above and in $results)"
         return 1
@@ -370,17 +442,17 @@ t_start=$(date +%s.%N)
 failed_runs=()
 kernel_version='?'
 start_results
-prepare_source
-checkpatch_series
+phase source prepare_source
+phase checkpatch checkpatch_series
 build_kernels
-build_forktest
-build_initramfs
-[ "$action" = build ] && exit 0
-rebuild_probe
-measure_boot || failed_runs+=("boot-only")
+phase "build forktest" build_forktest
+phase initramfs build_initramfs
+[ "$action" = build ] && { print_base; print_phases; exit 0; }
+phase "rebuild probe" rebuild_probe
+phase "boot only" measure_boot || failed_runs+=("boot-only")
 for spec in $runs; do
-    run_suite "$spec"
+    phase "suite $(run_label "$spec")" run_suite "$spec"
 done
 redis_e2e
-host_fork_time
+phase "host fork-time" host_fork_time
 report

@@ -5,10 +5,17 @@
 #                                pristine git tree (tag "stock") and keep a git
 #                                worktree (branch "patched") with
 #                                contrib/async-fork/patches/series applied by
-#                                `git am`; re-applies when the series changes
+#                                apply-series.sh (git am; on a source other
+#                                than the series' base, bounded fuzz with a
+#                                drift report); re-applies when either changes
 #   kernel-tree.sh version       print "<kernel version> (Debian <package version>)"
+#   kernel-tree.sh base          print "series base X, source Y" (+ drift)
 #   kernel-tree.sh export        write the commits of the patched worktree
-#                                (stock..patched) to patches/ and patches/series
+#                                (stock..patched) to patches/ and patches/series,
+#                                recording the source as the series' new base
+#
+# The drift report of the last application is $KERNEL_OUT/patched/drift.txt
+# (empty: applied strictly).
 #
 # Layout (KERNEL_OUT, default build/kernel):
 #   stock/linux    pristine tree, git repository   stock/obj    its O= build
@@ -25,6 +32,7 @@ out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
 stock=$out/stock/linux
 patched=$out/patched/linux
 patches=$contrib/patches
+drift=$out/patched/drift.txt
 
 # A fixed identity for the commits made in the build trees.
 export GIT_AUTHOR_NAME="redis-afork kernel harness" GIT_AUTHOR_EMAIL="afork@localhost"
@@ -79,6 +87,7 @@ unpack_stock() {
     git -C "$tmp" commit -q -m "Linux $(make_version "$tmp") from Debian linux-source-6.12 $debver"
     git -C "$tmp" tag stock
     printf '%s\n' "$debver" >"$tmp/.git/afork-debian-version"
+    sha256sum "$deb" | cut -d' ' -f1 >"$tmp/.git/afork-debian-sha256"
     mv "$tmp" "$stock"
 }
 
@@ -122,19 +131,44 @@ refuse_unexported_work() {
     fi
 }
 
+# "# KEY: value" from the series header.
+series_header() {
+    sed -n "s/^# *$1: *//p" "$patches/series" 2>/dev/null | head -n 1
+}
+
+stock_debver() { cat "$stock/.git/afork-debian-version"; }
+
+# Apply the series; strictly when the source is the series' base.
 apply_series() {
-    local files=() f
-    mapfile -t files < <(series_files)
-    if [ "${#files[@]}" -eq 0 ]; then
+    local base strict=0 rel
+    base=$(series_header base-version)
+    mkdir -p "$(dirname "$drift")"
+    : >"$drift"
+    if [ -z "$(series_files)" ]; then
         say "patches/series is empty: the patched kernel is the stock source"
         return 0
     fi
-    for f in "${files[@]}"; do
-        say "git am $(basename "$f")"
-        git_patched am -q "$f" ||
-            die "$(basename "$f") does not apply to Linux $(make_version "$stock")." \
-                "Fix it in $patched (git am --show-current-patch), then make kernel-patches."
-    done
+    if [ "$base" = "$(stock_debver)" ]; then
+        strict=1
+    else
+        rel=newer
+        dpkg --compare-versions "$(stock_debver)" lt "${base:-0}" && rel=older
+        say "source $(stock_debver) is $rel than the series' base ${base:-(none recorded)}:" \
+            "applying with bounded fuzz if git am fails"
+    fi
+    AFORK_SERIES_STRICT=$strict "$here/apply-series.sh" "$patched" "$patches/series" "$drift" ||
+        die "the series does not apply to Linux $(make_version "$stock") (Debian $(stock_debver))," \
+            "series base ${base:-(none recorded)}: see the patch, files and hunks above."
+}
+
+# "series base X, source Y", and the drift if the series needed fuzz.
+print_base() {
+    [ -f "$stock/.git/afork-debian-version" ] || die "no kernel tree yet; run make kernel-src."
+    printf 'series base %s, source %s\n' "$(series_header base-version)" "$(stock_debver)"
+    if [ -s "$drift" ]; then
+        printf 'DRIFT: the series needed fuzz on this source (refresh with make kernel-patches):\n'
+        sed 's/^/  /' "$drift"
+    fi
 }
 
 prepare() {
@@ -163,9 +197,15 @@ export_series() {
     git_patched format-patch -q --no-signature --zero-commit --no-numbered \
         -o "$patches" stock..HEAD
     {
-        echo "# Applied in order by scripts/kernel-tree.sh (git am) on top of tag stock."
+        echo "# Applied in order by scripts/apply-series.sh (git am) on top of tag stock."
+        echo "# The Debian linux-source-6.12 the series was made and tested on, and its"
+        echo "# .deb's sha256 (scripts/fetch-kernel.sh prefers it; another source gets"
+        echo "# the drift path). Written by make kernel-patches."
+        echo "# base-version: $(stock_debver)"
+        echo "# base-sha256: $(cat "$stock/.git/afork-debian-sha256" 2>/dev/null || echo unknown)"
         (cd "$patches" && ls -1 -- *.patch 2>/dev/null || true)
     } >"$patches/series"
+    : >"$drift"
     say "exported $(grep -vc '^#' "$patches/series" || true) patch(es) to $patches"
     local stamp=$stock/.git/afork-series-applied
     printf '%s\n%s\n' "$(series_digest)" "$(git_patched rev-parse HEAD)" >"$stamp"
@@ -174,6 +214,7 @@ export_series() {
 case ${1:-} in
 prepare) [ $# -eq 2 ] || die "usage: kernel-tree.sh prepare DEB"; prepare "$2" ;;
 version) print_version ;;
+base) print_base ;;
 export) export_series ;;
-*) die "usage: kernel-tree.sh prepare DEB | version | export" ;;
+*) die "usage: kernel-tree.sh prepare DEB | version | base | export" ;;
 esac
