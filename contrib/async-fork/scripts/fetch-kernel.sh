@@ -168,7 +168,7 @@ fi
 [ "$rc" -eq 2 ] || exit "$rc"
 deb=$(newest_cached_deb)
 [ -n "$deb" ] ||
-    die "$package could not be downloaded (tried: ${AFORK_APT_URI:-the machine's Debian archives})." \
+    die "$package could not be downloaded (tried: ${AFORK_APT_URI:-the Debian archives of /etc/apt/sources.list.d})." \
         "Check the network or proxy, set AFORK_APT_URI to a reachable Debian" \
         "mirror, or give a downloaded package: KERNEL_DEB=/path/file.deb"
 say "the archive could not be reached; using the cached $(basename "$deb")"
