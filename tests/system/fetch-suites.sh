@@ -44,6 +44,21 @@ write_releases() {
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
+# expect_deb NAME DEB PATTERN... -- CMD...: CMD succeeds, prints DEB as its
+# last line and says every PATTERN (grep).
+expect_deb() {
+    local name=$1 want=$2 out p pats=()
+    shift 2
+    while [ "$1" != -- ]; do pats+=("$1"); shift; done
+    shift
+    if ! out=$("$@" 2>&1); then err "$name" "failed: $out"; return; fi
+    [ "$(tail -n 1 <<<"$out")" = "$want" ] || { err "$name" "gave not $want: $out"; return; }
+    for p in "${pats[@]}"; do
+        grep -q -- "$p" <<<"$out" || { err "$name" "did not say /$p/: $out"; return; }
+    done
+    ok "$name"
+}
+
 # A fake linux-source-6.12 VERSION into SUITE; prints the .deb's path.
 add_kernel_deb() {
     local suite=$1 version=$2 pkg=$work/pkg-$2 deb
@@ -91,43 +106,28 @@ write_releases
 series() { printf '# base-version: %s\n# base-sha256: %s\n0001-x.patch\n' "$1" "$2" >"$work/series-$1"; echo "$work/series-$1"; }
 kenv=(env AFORK_APT_URI="file:$repo" AFORK_APT_SUITES="trixie trixie-backports")
 
-if out=$("${kenv[@]}" AFORK_CACHE="$work/k1" KERNEL_SERIES="$(series 6.12.500-1 "$(sha256_of "$base_deb")")" "$kfetch" 2>&1) &&
-    [ "$(tail -n 1 <<<"$out")" = "$work/k1/linux-source-6.12_6.12.500-1_all.deb" ] &&
-    grep -q 'base 6.12.500-1 found in trixie-backports' <<<"$out" &&
-    grep -q 'base 6.12.500-1 (sha256 verified)' <<<"$out"; then
-    ok "kernel fetch: the series' base is found in a second suite and verified"
-else
-    err "kernel fetch: base in a second suite" "$out"
-fi
-if out=$("${kenv[@]}" AFORK_CACHE="$work/k1" KERNEL_SERIES="$work/series-6.12.500-1" \
-        AFORK_APT_URI=http://127.0.0.1:9/debian "$kfetch" 2>&1) &&
-    [ "$(tail -n 1 <<<"$out")" = "$work/k1/linux-source-6.12_6.12.500-1_all.deb" ]; then
-    ok "kernel fetch: a cached base is used without asking the archive"
-else
-    err "kernel fetch: cached base" "$out"
-fi
-if out=$("${kenv[@]}" AFORK_CACHE="$work/k2" KERNEL_SERIES="$(series 6.12.400-1 0123)" "$kfetch" 2>&1) &&
-    [ "$(tail -n 1 <<<"$out")" = "$work/k2/linux-source-6.12_6.12.999-1_all.deb" ] &&
-    grep -q 'no suite carries the base 6.12.400-1' <<<"$out" &&
-    grep -q 'drift: source 6.12.999-1 is not the series. base 6.12.400-1' <<<"$out"; then
-    ok "kernel fetch: a base in no suite falls back to the newest, announced as drift"
-else
-    err "kernel fetch: base in no suite" "$out"
-fi
+expect_deb "kernel fetch: the series' base is found in a second suite and verified" \
+    "$work/k1/linux-source-6.12_6.12.500-1_all.deb" \
+    'base 6.12.500-1 found in trixie-backports' 'base 6.12.500-1 (sha256 verified)' -- \
+    "${kenv[@]}" AFORK_CACHE="$work/k1" KERNEL_SERIES="$(series 6.12.500-1 "$(sha256_of "$base_deb")")" "$kfetch"
+expect_deb "kernel fetch: a cached base is used without asking the archive" \
+    "$work/k1/linux-source-6.12_6.12.500-1_all.deb" 'sha256 verified' -- \
+    "${kenv[@]}" AFORK_CACHE="$work/k1" KERNEL_SERIES="$work/series-6.12.500-1" \
+    AFORK_APT_URI=http://127.0.0.1:9/debian "$kfetch"
+expect_deb "kernel fetch: a base in no suite falls back to the newest, announced as drift" \
+    "$work/k2/linux-source-6.12_6.12.999-1_all.deb" \
+    'no suite carries the base 6.12.400-1' 'drift: source 6.12.999-1 is not the series. base 6.12.400-1' -- \
+    "${kenv[@]}" AFORK_CACHE="$work/k2" KERNEL_SERIES="$(series 6.12.400-1 0123)" "$kfetch"
 expect_fail "kernel fetch: a base with another sha256 is refused" \
     "sha256 mismatch for linux-source-6.12_6.12.500-1_all.deb: it is not the series' base" \
     "${kenv[@]}" AFORK_CACHE="$work/k3" KERNEL_SERIES="$(series 6.12.500-1 "$(printf '%064d' 0)")" "$kfetch"
 expect_fail "kernel fetch: an unreachable archive and an empty cache say what to do" \
     "could not be downloaded.*|KERNEL_DEB=" \
     env AFORK_CACHE="$work/k4" KERNEL_SERIES="$work/series-6.12.500-1" AFORK_APT_URI=http://127.0.0.1:9/debian "$kfetch"
-if out=$(env AFORK_CACHE="$work/k2" KERNEL_SERIES="$work/series-6.12.500-1" \
-        AFORK_APT_URI=http://127.0.0.1:9/debian "$kfetch" 2>&1) &&
-    [ "$(tail -n 1 <<<"$out")" = "$work/k2/linux-source-6.12_6.12.999-1_all.deb" ] &&
-    grep -q 'could not be reached; using the cached' <<<"$out"; then
-    ok "kernel fetch: an unreachable archive falls back to the newest cached package"
-else
-    err "kernel fetch: unreachable archive with a cache" "$out"
-fi
+expect_deb "kernel fetch: an unreachable archive falls back to the newest cached package" \
+    "$work/k2/linux-source-6.12_6.12.999-1_all.deb" 'could not be reached; using the cached' -- \
+    env AFORK_CACHE="$work/k2" KERNEL_SERIES="$work/series-6.12.500-1" \
+    AFORK_APT_URI=http://127.0.0.1:9/debian "$kfetch"
 
 # --- Redis: pinned version in the second suite, in no suite, wrong checksum
 orig=$real_cache/$ORIG_TARBALL deb=$real_cache/$DEBIAN_TARBALL

@@ -75,7 +75,11 @@ classify() {
                 "The archive serves a different $package $version than the one the" \
                 "series was made on. Remove the file and retry, or give the right one" \
                 "with KERNEL_DEB=/path/$(deb_name "$version")."
-        say "base $base_version (sha256 verified)"
+        if [ -n "$base_sha" ]; then
+            say "base $base_version (sha256 verified)"
+        else
+            say "base $base_version (patches/series records no sha256 to verify)"
+        fi
     else
         say "drift: source $version is not the series' base $base_version;" \
             "the series will be applied with bounded fuzz and the drift reported"
