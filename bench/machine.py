@@ -13,6 +13,7 @@
 
 Everything goes to machine.json and the top of results.md (bench.py).
 """
+import gzip
 import mmap
 import os
 import platform
@@ -175,8 +176,8 @@ def warnings_for(summary, when):
     out = []
     if summary.get("others_cpus_mean", 0) > OTHERS_CPU_WARN:
         out.append("%s: other processes used %.2f CPUs on average (max %.2f): "
-                   "latency and throughput figures are not those of an idle machine"
-                   % (when, summary["others_cpus_mean"], summary["others_cpus_max"]))
+                   "not an idle machine" % (when, summary["others_cpus_mean"],
+                                            summary["others_cpus_max"]))
     if summary.get("steal_pct_mean", 0) > STEAL_PCT_WARN:
         out.append("%s: the hypervisor stole %.1f%% of CPU time on average (max %.1f%%)"
                    % (when, summary["steal_pct_mean"], summary["steal_pct_max"]))
@@ -225,7 +226,8 @@ class Monitor(threading.Thread):
         return summarize(self.intervals[mark:])
 
     def write_csv(self, path):
-        with open(path, "w") as f:
+        """Every sample, gzipped (a line a second: long runs make many)."""
+        with gzip.open(path, "wt") as f:
             f.write("unix_time,load1,steal_pct,ours_cpus,others_cpus\n")
             for i in self.intervals:
                 f.write("%.1f,%.2f,%.2f,%.3f,%.3f\n" % (i["t"], i["load1"], i["steal_pct"],
