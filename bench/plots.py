@@ -202,8 +202,9 @@ def steady_rounds(outdir, res, size, rounds):
     for a in (a1, a2):
         a.set_ylabel("ms")
         a.set_xlabel("round (write load over the keyspace, then BGSAVE)")
-        a.set_xticks(xs)
         finish_axes(a)
+        a.set_xticks(xs)
+        a.set_xlim(0.5, rounds + 0.5)
     return save(fig, outdir, "steady_rounds_%sgb.png" % ("%g" % size), "errorbars", series)
 
 
