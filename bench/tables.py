@@ -81,7 +81,7 @@ def folder_tables(path, top, allow):
     summary = report.summarize(res, set(metrics))
     labels = [(k, dict(report.LABELS)[k]) for k in metrics]
     lines = [heading(res, path), ""]
-    lines += ["Not fit to publish: %s." % p for p in problems]
+    lines += ["- **Not fit to publish**: %s." % p for p in problems]
     if problems:
         lines.append("")
     for size in res.sizes:
