@@ -642,6 +642,7 @@ def check_peer(name, args):
     except (RuntimeError, OSError) as e:
         return "failed to start: %s" % e
     try:
+        srv.conn.sock.settimeout(30)   # a peer that never answers is skipped, not waited for
         populate(srv, 0, args.value_size, keys=10)
         for section, field in (("memory", "used_memory"),
                                ("persistence", "rdb_bgsave_in_progress"),
@@ -722,7 +723,7 @@ def machine_record(args, source, before, pretouched):
         "value_size": args.value_size, "load_seconds": args.load_seconds,
         "calibrate_seconds": args.calibrate_seconds, "idle_saves": args.idle_saves,
         "variants": {v: server_binary(v, args)[1] for v in args.variants},
-        "baseline": args.variants[0],
+        "baseline": "stock" if "stock" in args.variants else args.variants[0],
         "peers": {n: dict(p, version=version(p["binary"])) for n, p in args.peers.items()
                   if n in args.variants},
         "scenario": args.scenario, "rounds": args.rounds,

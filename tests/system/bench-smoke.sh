@@ -151,6 +151,8 @@ for s in sizes:
              if x["points"] > 0}
     check(lines == {(v, int(r)) for v in variants for r in reps},
           "timeline %s GB overlays %s" % (s, sorted(lines)))
+    check(all(x["fork_aligned"] for x in plots["latency_timeline_%sgb.png" % s]),
+          "timeline %s GB: not every line aligned on the fork (server log)" % s)
 for name, metric in (("fork_time_vs_size.png", "idle_fork_ms_median"),
                      ("client_latency_vs_size.png", "save_max_ms")):
     got = {x["variant"] for x in plots[name] if x["metric"] == metric and x["points"] == 2}
