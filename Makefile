@@ -62,11 +62,13 @@ test-exporter: build
 test-upstream: build
 	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh --upstream-all
 
-# Stock 8.0.6 and redis-afork side by side (bench/README.md): SIZES in GB.
+# Stock 8.0.6 and redis-afork side by side (bench/README.md): SIZES in GB,
+# REPEAT interleaved repetitions.
 SIZES ?= 1
+REPEAT ?= 5
 BENCH_FLAGS ?=
 bench: build stock
-	@TREE=$(TREE) STOCK=$(STOCK) bench/run.sh --sizes "$(SIZES)" $(BENCH_FLAGS)
+	@TREE=$(TREE) STOCK=$(STOCK) bench/run.sh --sizes "$(SIZES)" --repeat "$(REPEAT)" $(BENCH_FLAGS)
 
 # The Async-fork kernel harness: make kernel-test (contrib/async-fork/README.md).
 include contrib/async-fork/kernel.mk

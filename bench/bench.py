@@ -1,34 +1,57 @@
-"""bench.py -- stock Redis 8.0.6 and redis-afork side by side: what a fork costs.
+"""bench.py -- stock Redis 8.0.6, redis-afork and any peer side by side: what a fork costs.
 
-For each dataset size and each server variant (servers run one at a time,
-on the same data shape, in the same run):
+--repeat N repetitions (default 5): each runs every variant once per size, on
+a fresh server with the same keys, in an order that changes from one
+repetition to the next (runplan.py). One run of one server:
 
   populate   keys key:000000000000 .. key:<N-1> (the names redis-benchmark -r
-             writes), values of --value-size bytes, up to the size asked for;
-  idle       3 BGSAVEs with no load: parent blocked time (latest_fork_usec,
-             and redis-afork's INFO fork fields), save time, COW bytes;
+             writes), values of --value-size bytes; the first server of a
+             size fills up to the size asked for and fixes N for every
+             other server of that size (checked with DBSIZE);
+  idle       --idle-saves BGSAVEs with no load: parent blocked time
+             (latest_fork_usec, and redis-afork's INFO fork fields), save
+             time, COW bytes;
   load       redis-benchmark -t set -r N -d <size> -c 50 -P 4 for a fixed
              time, once without a save (the control) and once with a BGSAVE
              started a third of the way in; a PING probe on its own
-             connection records every round trip (probe.py);
+             connection records every round trip (probe.py); client latency
+             during the save is also given against the control;
   memory     peak RSS (VmHWM), fragmentation.
 
-Writes results.md, results.csv, machine.json, the probe timelines and the
-plots (plots.py) to the output folder. Run through bench/run.sh.
+--scenario steady replaces idle + load by a first BGSAVE, the control, and
+--rounds rounds of load + BGSAVE (fork-thp's steady state).
+
+--peer NAME=BINARY[:ARGS] adds any RESP server as one more variant; a peer
+that fails to start or lacks a command the bench needs is reported and
+skipped. The machine is checked before and watched during the run
+(machine.py).
+
+Writes to the output folder: results.csv (every figure of every run),
+runs.csv (what ran when, and what else used the CPU meanwhile),
+machine.json, monitor.csv.gz, summary.csv and results.md (report.py: median
+and spread, ratio to the baseline with its confidence interval, verdict),
+the probe timelines and the plots (plots.py). Run through bench/run.sh.
 """
 import argparse
 import gzip
 import json
 import os
 import platform
+import random
+import re
+import shlex
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+import machine
+import report
+import runplan
 from resp import Conn, RedisError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,6 +71,13 @@ SCENARIOS = {
     "fork": "stock redis-afork",
     "steady": "stock afork-thp afork-thp-collapse",
 }
+# Memory a server may need during a save under writes, as a multiple of its
+# dataset: every page copied once (2x); huge pages add fragmentation; a peer
+# is unknown, so it gets a margin.
+MEMORY_FACTOR = {"stock": 2.0, "redis-afork": 2.0, "afork-thp": 2.1,
+                 "afork-thp-collapse": 2.1}
+PEER_MEMORY_FACTOR = 2.25
+MEMORY_EXTRA = 512 * MIB
 
 POPULATE_LUA = """
 local v = string.rep('x', tonumber(ARGV[3]))
@@ -56,43 +86,74 @@ for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do
 end
 return 1
 """
+# The parent logs this line, with a millisecond timestamp, when fork() returns.
+FORK_LOG = re.compile(r"^\d+:[MS] (\d+ \w+ \d{4} \d\d:\d\d:\d\d)\.(\d{3}) . "
+                      r"Background saving started")
 
 START = time.time()
 
 
-def progress(size, variant, phase):
-    """One line per step, so a long run is never silent."""
-    print("[bench %6.1fs] %6s GB  %-12s %s" % (time.time() - START, fmt_size(size),
-                                                variant, phase), flush=True)
+class Progress:
+    """One line per phase of a run, with the time left (runplan.Estimate)."""
+
+    def __init__(self, runs, args):
+        self.estimate = runplan.Estimate(runs, args)
+        self.repeat = args.repeat
+        self.run = None
+        self.run_started = time.time()
+
+    def start(self, run):
+        self.run, self.run_started = run, time.time()
+
+    def finish(self, run):
+        self.estimate.finished(run, time.time() - self.run_started)
+
+    def say(self, phase):
+        r = self.run
+        left = self.estimate.left(r, time.time() - self.run_started)
+        print("[bench %6.1fs, ~%s left] rep %d/%d %6s GB  %-12s %s"
+              % (time.time() - START, runplan.fmt_duration(left), r.rep, self.repeat,
+                 fmt_size(r.size), r.variant, phase), flush=True)
+
+
+def note(text):
+    print("bench: " + text, flush=True)
 
 
 def fmt_size(size):
-    return ("%g" % size)
+    return "%g" % size
+
+
+def fmt_secs(seconds):
+    return "%d" % seconds if seconds >= 10 else "%.1f" % seconds
 
 
 # ---------------------------------------------------------------- memory check
 
-def mem_available():
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no MemAvailable in /proc/meminfo")
+def memory_needed(size_gb, variant):
+    """Free memory a variant needs at a size (see MEMORY_FACTOR)."""
+    factor = MEMORY_FACTOR.get(variant, PEER_MEMORY_FACTOR)
+    return int(factor * size_gb * GIB + MEMORY_EXTRA)
 
 
-def memory_needed(size_gb):
-    """A server needs up to ~2x its dataset during a save under writes."""
-    return int(2 * size_gb * GIB + 512 * MIB)
+def largest_need(size_gb, variants):
+    """(bytes, variant) of the variant that needs the most at this size;
+    servers run one at a time, so that is what must fit."""
+    return max((memory_needed(size_gb, v), v) for v in variants)
 
 
-def refuse_sizes_that_do_not_fit(sizes):
-    free = mem_available()
-    bad = [s for s in sizes if memory_needed(s) > free]
-    for s in bad:
-        print("bench: size %s GB does not fit: it needs %.1f GiB of free memory "
-              "(2x the dataset during a save under writes, plus 0.5 GiB), and "
-              "%.1f GiB is available" % (fmt_size(s), memory_needed(s) / GIB, free / GIB),
-              file=sys.stderr)
+def refuse_sizes_that_do_not_fit(sizes, variants):
+    free = machine.meminfo("MemAvailable")
+    bad = False
+    for s in sizes:
+        need, v = largest_need(s, variants)
+        if need > free:
+            bad = True
+            factor = MEMORY_FACTOR.get(v, PEER_MEMORY_FACTOR)
+            print("bench: size %s GB does not fit: it needs %.1f GiB of free memory "
+                  "(%s, the largest variant: %gx the dataset during a save under writes, "
+                  "plus 0.5 GiB), and %.1f GiB is available"
+                  % (fmt_size(s), need / GIB, v, factor, free / GIB), file=sys.stderr)
     if bad:
         sys.exit(2)
 
@@ -100,34 +161,48 @@ def refuse_sizes_that_do_not_fit(sizes):
 # ---------------------------------------------------------------- servers
 
 class Server:
-    """A redis-server child of ours, with its own data folder."""
+    """A RESP server child of ours, with its own data folder."""
 
     def __init__(self, binary, port, workdir, extra):
         self.port = port
         self.dir = workdir
+        self.log = os.path.join(workdir, "server.log")
         os.makedirs(workdir, exist_ok=True)
         args = [binary, "--port", str(port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no", "--dir", workdir,
                 "--dbfilename", "dump.rdb", "--logfile", "server.log",
                 "--daemonize", "no"] + extra
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.STDOUT)
-        self.conn = self._connect()
+                                     stderr=subprocess.STDOUT, cwd=workdir)
+        try:
+            self.conn = self._connect()
+        except BaseException:
+            self.kill()
+            raise
 
     def _connect(self):
         deadline = time.time() + 20
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError("redis-server exited at startup; see %s/server.log"
-                                   % self.dir)
+                raise RuntimeError("exited at startup (status %d)%s"
+                                   % (self.proc.returncode, self.log_tail()))
             try:
                 c = Conn(self.port, timeout=600)
                 if c.call("PING") == "PONG":
                     return c
             except (OSError, RedisError):
                 if time.time() > deadline:
-                    raise
+                    raise RuntimeError("no PONG on port %d within 20 s%s"
+                                       % (self.port, self.log_tail()))
             time.sleep(0.05)
+
+    def log_tail(self, lines=3):
+        try:
+            with open(self.log, errors="replace") as f:
+                tail = f.read().strip().splitlines()[-lines:]
+        except OSError:
+            return ""
+        return "; log: " + " | ".join(tail) if tail else ""
 
     def info(self, section=None):
         return self.conn.info(section)
@@ -139,6 +214,11 @@ class Server:
                     return int(line.split()[1]) * 1024
         return 0
 
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
     def stop(self):
         try:
             self.conn.call("SHUTDOWN", "NOSAVE")
@@ -147,12 +227,10 @@ class Server:
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            self.kill()
 
 
 def free_port():
-    import socket
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -160,15 +238,33 @@ def free_port():
     return port
 
 
+def server_binary(variant, args):
+    if variant in args.peers:
+        return args.peers[variant]["binary"], args.peers[variant]["args"]
+    build, extra = VARIANTS[variant]
+    return os.path.join(args.stock_bin if build == "stock" else args.afork_bin,
+                        "redis-server"), extra
+
+
+def start_server(variant, args):
+    binary, extra = server_binary(variant, args)
+    work = tempfile.mkdtemp(prefix="afork-bench-", dir=args.scratch)
+    try:
+        return Server(binary, free_port(), work, extra), work
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
 # ---------------------------------------------------------------- phases
 
 def populate(srv, size_gb, value_size, keys=None):
     """Fill to size_gb of used memory, or to `keys` keys when given (the
     count the first server of this size got, so all get the same data);
-    return the number of keys."""
+    check the count with DBSIZE and return it."""
     sha = srv.conn.call("SCRIPT", "LOAD", POPULATE_LUA)
     base = int(srv.info("memory")["used_memory"])
-    sample = 20000
+    sample = 20000 if keys is None else min(20000, keys)
     srv.conn.call("EVALSHA", sha, 0, 0, sample - 1, value_size)
     if keys is None:
         per_key = (int(srv.info("memory")["used_memory"]) - base) / sample
@@ -176,17 +272,28 @@ def populate(srv, size_gb, value_size, keys=None):
     batch = 200000
     for first in range(sample, keys, batch):
         srv.conn.call("EVALSHA", sha, 0, first, min(first + batch, keys) - 1, value_size)
+    have = srv.conn.call("DBSIZE")
+    if have != keys:
+        raise RuntimeError("DBSIZE says %s keys after populating %d" % (have, keys))
     return keys
 
 
 def fork_fields(srv):
-    """The parent's fork time and, on redis-afork, the child-ready time."""
+    """The parent's fork time and, on redis-afork, the child-ready time
+    (what the server reports of them)."""
     stats = srv.info("stats")
     fork = srv.info("fork")
-    out = {"fork_ms": int(stats["latest_fork_usec"]) / 1000.0}
+    out = {}
+    if "latest_fork_usec" in stats:
+        out["fork_ms"] = int(stats["latest_fork_usec"]) / 1000.0
     if "latest_fork_child_ready_usec" in fork:
         out["child_ready_ms"] = int(fork["latest_fork_child_ready_usec"]) / 1000.0
     return out
+
+
+def cow_mb(srv):
+    cow = srv.info("persistence").get("rdb_last_cow_size")
+    return int(cow) / MIB if cow is not None else None
 
 
 def bgsave_and_wait(srv, poll=0.02):
@@ -201,27 +308,52 @@ def bgsave_and_wait(srv, poll=0.02):
     t1 = time.time()
     p = srv.info("persistence")
     if p["rdb_last_bgsave_status"] != "ok":
-        raise RuntimeError("BGSAVE failed; see %s/server.log" % srv.dir)
+        raise RuntimeError("BGSAVE failed; see %s" % srv.log)
     return t0, t1
 
 
-def idle_saves(srv, rounds=3):
+def fork_started_at(srv, t_save, fork_ms):
+    """Unix time the last fork began: the log line the parent writes when
+    fork() returns (ms, local time), minus the fork's duration; None when
+    the log does not say (then plots align on the BGSAVE instead)."""
+    last = None
+    try:
+        with open(srv.log, errors="replace") as f:
+            for line in f:
+                m = FORK_LOG.match(line)
+                if m:
+                    last = m
+    except OSError:
+        return None
+    if last is None or fork_ms is None:
+        return None
+    returned = time.mktime(time.strptime(last.group(1), "%d %b %Y %H:%M:%S"))
+    started = returned + int(last.group(2)) / 1000.0 - fork_ms / 1000.0
+    return started if t_save - 1.0 <= started <= t_save + 60.0 else None
+
+
+def idle_saves(srv, rounds):
     forks, ready, secs, cow = [], [], [], []
     for _ in range(rounds):
         t0, t1 = bgsave_and_wait(srv)
         f = fork_fields(srv)
-        forks.append(f["fork_ms"])
+        if "fork_ms" in f:
+            forks.append(f["fork_ms"])
         if "child_ready_ms" in f:
             ready.append(f["child_ready_ms"])
         secs.append(t1 - t0)
-        cow.append(int(srv.info("persistence")["rdb_last_cow_size"]))
-    out = {"idle_fork_ms_median": statistics.median(forks),
-           "idle_fork_ms_max": max(forks),
-           "idle_save_s": statistics.median(secs),
-           "idle_cow_mb": max(cow) / MIB}
+        c = cow_mb(srv)
+        if c is not None:
+            cow.append(c)
+    out = {"idle_save_s": statistics.median(secs)}
+    if forks:
+        out["idle_fork_ms_median"] = statistics.median(forks)
+        out["idle_fork_ms_max"] = max(forks)
     if ready:
         out["idle_child_ready_ms_median"] = statistics.median(ready)
-    return out, forks
+    if cow:
+        out["idle_cow_mb"] = max(cow)
+    return out
 
 
 def benchmark_cmd(tools, port, keys, value_size, requests):
@@ -261,22 +393,33 @@ def parse_benchmark(text):
             "max_ms": dist[-1][1]}
 
 
-def calibrate(tools, port, keys, value_size):
-    """Requests per second of the load, from a ~2 s run (a shorter one
-    underestimates: connection set-up weighs more)."""
-    n = 100000
-    while True:
-        t0 = time.time()
-        out = subprocess.run(benchmark_cmd(tools, port, keys, value_size, n),
-                             capture_output=True, text=True, check=True).stdout
-        if time.time() - t0 >= 1.5 or n >= 10000000:
-            return parse_benchmark(out)["rps"]
-        n *= 4
+def run_benchmark(tools, port, keys, value_size, requests):
+    out = subprocess.run(benchmark_cmd(tools, port, keys, value_size, requests),
+                         capture_output=True, text=True, check=True).stdout
+    return parse_benchmark(out)
+
+
+def calibrate(srv, args, keys):
+    """Requests per second of the load: a short run, then one of about
+    --calibrate-seconds (a short run alone underestimates: connection
+    set-up weighs more)."""
+    n = 20000
+    t0 = time.time()
+    rate = run_benchmark(args.tools, srv.port, keys, args.value_size, n)["rps"]
+    if time.time() - t0 >= args.calibrate_seconds:
+        return rate
+    n = min(10000000, max(n, int(rate * args.calibrate_seconds)))
+    return run_benchmark(args.tools, srv.port, keys, args.value_size, n)["rps"]
 
 
 def start_probe(port, path):
-    return subprocess.Popen([sys.executable, os.path.join(HERE, "probe.py"),
-                             str(port), path])
+    """probe.py on its own connection; returns once it has connected."""
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "probe.py"),
+                             str(port), path], stdout=subprocess.PIPE, text=True)
+    if proc.stdout.readline().strip() != "ready":
+        proc.wait()
+        raise RuntimeError("the PING probe could not connect")
+    return proc
 
 
 def stop_probe(proc, path):
@@ -299,15 +442,14 @@ def gap_summary(samples, since=None, until=None):
             "total_gap_ms": sum(gaps)}
 
 
-def load_run(srv, tools, keys, args, requests, tag, outdir, with_save, seconds):
+def load_run(srv, args, keys, requests, tag, with_save, seconds):
     """One redis-benchmark run of about `seconds`, a BGSAVE a third of the
     way in if asked."""
-    probe_csv = os.path.join(outdir, "probe_%s.csv.gz" % tag)
+    probe_csv = os.path.join(args.out, "probe_%s.csv.gz" % tag)
     probe = start_probe(srv.port, probe_csv)
-    time.sleep(0.3)
-    bench = subprocess.Popen(benchmark_cmd(tools, srv.port, keys, args.value_size, requests),
+    bench = subprocess.Popen(benchmark_cmd(args.tools, srv.port, keys, args.value_size,
+                                           requests),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    res = {}
     t_save = t_done = None
     if with_save:
         time.sleep(seconds / 3.0)
@@ -316,23 +458,36 @@ def load_run(srv, tools, keys, args, requests, tag, outdir, with_save, seconds):
     t_end = time.time()
     time.sleep(0.3)
     samples = stop_probe(probe, probe_csv)
-    res.update(parse_benchmark(out))
-    if with_save:
-        res["fork_ms"] = fork_fields(srv)["fork_ms"]
-        res["save_s"] = t_done - t_save
-        res["cow_mb"] = int(srv.info("persistence")["rdb_last_cow_size"]) / MIB
-        res["save_outlasted_load"] = int(t_done > t_end)
-        res.update(gap_summary(samples, t_save, t_done))
-        with open(os.path.join(outdir, "gaps_%s.csv" % tag), "w") as f:
-            f.write("seconds_after_bgsave,rtt_ms\n")
-            for t, r in samples:
-                if r > 1.0:
-                    f.write("%.6f,%.3f\n" % (t - t_save, r))
-        with open(os.path.join(outdir, "probe_%s.bgsave" % tag), "w") as f:
-            f.write("%.6f\n" % t_save)
-    else:
+    res = parse_benchmark(out)
+    if not with_save:
         res.update(gap_summary(samples))
+        return res
+    res.update(fork_fields(srv))
+    res.pop("child_ready_ms", None)
+    res["save_s"] = t_done - t_save
+    c = cow_mb(srv)
+    if c is not None:
+        res["cow_mb"] = c
+    res["outlasted_load"] = int(t_done > t_end)
+    res.update(gap_summary(samples, t_save, t_done))
+    write_save_marks(args.out, tag, samples, t_save,
+                     fork_started_at(srv, t_save, res.get("fork_ms")))
     return res
+
+
+def write_save_marks(outdir, tag, samples, t_save, t_fork):
+    """gaps_<tag>.csv: round trips over 1 ms, seconds after the BGSAVE;
+    probe_<tag>.bgsave: when BGSAVE was sent and, on a second line, when
+    the fork began (what the timeline plots align on)."""
+    with open(os.path.join(outdir, "gaps_%s.csv" % tag), "w") as f:
+        f.write("seconds_after_bgsave,rtt_ms\n")
+        for t, r in samples:
+            if r > 1.0:
+                f.write("%.6f,%.3f\n" % (t - t_save, r))
+    with open(os.path.join(outdir, "probe_%s.bgsave" % tag), "w") as f:
+        f.write("%.6f\n" % t_save)
+        if t_fork is not None:
+            f.write("%.6f\n" % t_fork)
 
 
 # ---------------------------------------------------------------- one server
@@ -341,8 +496,35 @@ def load_requests(srv, args, keys, idle_save_s):
     """Requests for a run long enough that a save under load (about twice
     the idle one) ends before the load, when the BGSAVE comes a third in."""
     seconds = max(args.load_seconds, 3.0 * idle_save_s)
-    rate = calibrate(args.tools, srv.port, keys, args.value_size)
+    rate = calibrate(srv, args, keys)
     return max(20000, int(rate * seconds)), seconds
+
+
+def control_ratios(fig, max_key, p99_key):
+    """Client latency during the save against this server's no-save control
+    of the same repetition: what the save adds beyond the machine's noise."""
+    if fig.get("nosave_max_ms") and max_key in fig:
+        fig["save_vs_control_max"] = fig[max_key] / fig["nosave_max_ms"]
+    if fig.get("nosave_p99_ms") and p99_key in fig:
+        fig["save_vs_control_p99"] = fig[p99_key] / fig["nosave_p99_ms"]
+
+
+def fork_scenario(srv, args, keys, tag, fig, say):
+    say("idle: %d BGSAVEs" % args.idle_saves)
+    idle = idle_saves(srv, args.idle_saves)
+    fig.update(idle)
+    requests, seconds = load_requests(srv, args, keys, idle["idle_save_s"])
+    say("load without save (%d requests, ~%ss)" % (requests, fmt_secs(seconds)))
+    ctl = load_run(srv, args, keys, requests, tag + "_nosave", False, seconds)
+    for k in ("rps", "p50_ms", "p99_ms", "p999_ms", "max_ms", "gaps_over_1ms", "max_gap_ms"):
+        fig["nosave_" + k] = ctl[k]
+    say("load with BGSAVE")
+    sv = load_run(srv, args, keys, requests, tag + "_save", True, seconds)
+    for k in ("fork_ms", "save_s", "cow_mb", "rps", "p50_ms", "p99_ms", "p999_ms",
+              "max_ms", "gaps_over_1ms", "max_gap_ms", "total_gap_ms", "outlasted_load"):
+        if k in sv:
+            fig["save_" + k] = sv[k]
+    control_ratios(fig, "save_max_ms", "save_p99_ms")
 
 
 def wait_collapse(srv, passes_before, limit_s=300):
@@ -359,261 +541,223 @@ def wait_collapse(srv, passes_before, limit_s=300):
     return time.time() - t0
 
 
-def steady_rounds(srv, size, name, args, keys, idle_save_s, tag, outdir, rows):
-    """Rounds of {write load over the whole keyspace, BGSAVE under it}."""
-    requests, seconds = load_requests(srv, args, keys, idle_save_s)
-    progress(size, name, "steady: load without save (%d requests, ~%ds)" % (requests, seconds))
-    ctl = load_run(srv, args.tools, keys, args, requests, tag + "_nosave", outdir, False,
-                   seconds)
-    record(rows, size, name, "nosave_rps", ctl["rps"])
-    forks = []
+def steady_round(srv, args, keys, requests, seconds, tag, rnd, fig):
+    passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
+    r = load_run(srv, args, keys, requests, "%s_round%d" % (tag, rnd), True, seconds)
+    for k in ("fork_ms", "max_ms", "p999_ms", "p99_ms", "rps", "cow_mb", "save_s"):
+        if k in r:
+            fig["round%d_%s" % (rnd, k)] = r[k]
+    waited = wait_collapse(srv, passes)
+    f = srv.info("fork")
+    if "fork_thp_collapse_passes" in f:
+        fig["round%d_collapse_wait_s" % rnd] = waited
+        fig["round%d_huge_after_mb" % rnd] = \
+            max(0, int(f["fork_thp_collapse_huge_after_bytes"])) / MIB
+    return r
+
+
+def steady_scenario(srv, args, keys, tag, fig, say):
+    """A first BGSAVE, the control, then rounds of {write load over the
+    whole keyspace, BGSAVE under it}; the summary skips round 1 (the first
+    fork after populating is cheap for huge pages either way)."""
+    say("first BGSAVE (idle)")
+    idle = idle_saves(srv, 1)
+    if "idle_fork_ms_median" in idle:
+        fig["first_fork_ms"] = idle["idle_fork_ms_median"]
+    requests, seconds = load_requests(srv, args, keys, idle["idle_save_s"])
+    say("steady: load without save (%d requests, ~%ss)" % (requests, fmt_secs(seconds)))
+    ctl = load_run(srv, args, keys, requests, tag + "_nosave", False, seconds)
+    for k in ("rps", "p99_ms", "p999_ms", "max_ms"):
+        fig["nosave_" + k] = ctl[k]
+    rounds = []
     for rnd in range(1, args.rounds + 1):
-        passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
-        progress(size, name, "steady: round %d/%d, load + BGSAVE" % (rnd, args.rounds))
-        r = load_run(srv, args.tools, keys, args, requests, "%s_round%d" % (tag, rnd),
-                     outdir, True, seconds)
-        for k in ("fork_ms", "max_ms", "p999_ms", "p99_ms", "rps", "cow_mb", "save_s"):
-            record(rows, size, name, "round%d_%s" % (rnd, k), r[k])
-        forks.append(r["fork_ms"])
-        waited = wait_collapse(srv, passes)
-        if "fork_thp_collapse_passes" in srv.info("fork"):
-            f = srv.info("fork")
-            record(rows, size, name, "round%d_collapse_wait_s" % rnd, waited)
-            record(rows, size, name, "round%d_huge_after_mb" % rnd,
-                   max(0, int(f["fork_thp_collapse_huge_after_bytes"])) / MIB)
-    record(rows, size, name, "steady_fork_ms_median", statistics.median(forks[1:] or forks))
-    record(rows, size, name, "steady_fork_ms_max", max(forks[1:] or forks))
+        say("steady: round %d/%d, load + BGSAVE" % (rnd, args.rounds))
+        rounds.append(steady_round(srv, args, keys, requests, seconds, tag, rnd, fig))
+    later = rounds[1:] or rounds
+    for k, name in (("fork_ms", "steady_fork_ms"), ("max_ms", "steady_max_ms"),
+                    ("p99_ms", "steady_p99_ms")):
+        vals = [r[k] for r in later if k in r]
+        if vals:
+            fig[name + "_median"] = statistics.median(vals)
+            if k == "fork_ms":
+                fig[name + "_max"] = max(vals)
+    control_ratios(fig, "steady_max_ms_median", "steady_p99_ms_median")
 
 
-def run_variant(size, name, args, outdir, rows, forks_by):
-    build, extra = VARIANTS[name]
-    binary = os.path.join(args.stock_bin if build == "stock" else args.afork_bin,
-                          "redis-server")
-    tag = "%sgb_%s" % (fmt_size(size), name)
-    work = tempfile.mkdtemp(prefix="afork-bench-", dir=args.scratch)
-    srv = Server(binary, free_port(), work, extra)
+def finish_memory(srv, fig):
+    mem = srv.info("memory")
+    fig["peak_rss_mb"] = srv.peak_rss() / MIB
+    fig["rss_mb"] = int(mem["used_memory_rss"]) / MIB
+    if "mem_fragmentation_ratio" in mem:
+        fig["fragmentation_ratio"] = float(mem["mem_fragmentation_ratio"])
+
+
+def run_one(run, args, say):
+    """One server, one size, one repetition: its figures (metric -> value)."""
+    tag = "%sgb_%s_r%d" % (fmt_size(run.size), run.variant, run.rep)
+    srv, work = start_server(run.variant, args)
+    fig = {}
     try:
-        progress(size, name, "populate")
-        keys = populate(srv, size, args.value_size, args.keys_by_size.get(size))
-        args.keys_by_size[size] = keys
+        say("populate")
+        keys = populate(srv, run.size, args.value_size, args.keys_by_size.get(run.size))
+        args.keys_by_size.setdefault(run.size, keys)
         mem = srv.info("memory")
-        record(rows, size, name, "keys", keys)
-        record(rows, size, name, "used_memory_mb", int(mem["used_memory"]) / MIB)
-        record(rows, size, name, "rss_after_populate_mb", int(mem["used_memory_rss"]) / MIB)
-
+        fig["keys"] = keys
+        fig["used_memory_mb"] = int(mem["used_memory"]) / MIB
+        fig["rss_after_populate_mb"] = int(mem["used_memory_rss"]) / MIB
         if args.scenario == "steady":
-            progress(size, name, "first BGSAVE (idle)")
-            idle, forks = idle_saves(srv, rounds=1)
-            record(rows, size, name, "first_fork_ms", idle["idle_fork_ms_median"])
-            steady_rounds(srv, size, name, args, keys, idle["idle_save_s"], tag, outdir, rows)
-            finish_memory(srv, size, name, rows)
-            return
-        progress(size, name, "idle: 3 BGSAVEs")
-        idle, forks = idle_saves(srv)
-        forks_by[(size, name)] = forks
-        for k, v in idle.items():
-            record(rows, size, name, k, v)
+            steady_scenario(srv, args, keys, tag, fig, say)
+        else:
+            fork_scenario(srv, args, keys, tag, fig, say)
+        finish_memory(srv, fig)
+    finally:
+        srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return fig
 
-        requests, seconds = load_requests(srv, args, keys, idle["idle_save_s"])
-        progress(size, name, "load without save (%d requests, ~%ds)" % (requests, seconds))
-        ctl = load_run(srv, args.tools, keys, args, requests, tag + "_nosave", outdir, False,
-                       seconds)
-        for k in ("rps", "p50_ms", "p99_ms", "p999_ms", "max_ms",
-                  "gaps_over_1ms", "max_gap_ms"):
-            record(rows, size, name, "nosave_" + k, ctl[k])
 
-        progress(size, name, "load with BGSAVE")
-        sv = load_run(srv, args.tools, keys, args, requests, tag + "_save", outdir, True,
-                      seconds)
-        for k in ("fork_ms", "save_s", "cow_mb", "rps", "p50_ms", "p99_ms", "p999_ms",
-                  "max_ms", "gaps_over_1ms", "max_gap_ms", "total_gap_ms",
-                  "save_outlasted_load"):
-            record(rows, size, name, "save_" + k, sv[k])
+# ---------------------------------------------------------------- peers
 
-        finish_memory(srv, size, name, rows)
+def parse_peer(text):
+    """NAME=BINARY[:ARGS] -> (name, binary, [args]); ARGS split like a shell."""
+    name, eq, rest = text.partition("=")
+    if not eq or not rest:
+        raise ValueError("%r: expected NAME=BINARY[:ARGS]" % text)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise ValueError("%r: NAME may hold letters, digits, '.', '_' and '-'" % name)
+    if name in VARIANTS:
+        raise ValueError("%r: NAME is one of the built-in variants" % name)
+    binary, _, extra = rest.partition(":")
+    return name, binary, shlex.split(extra)
+
+
+def check_peer(name, args):
+    """Start the peer once and try every command the bench needs; None
+    when it can be benchmarked, else why not."""
+    binary = args.peers[name]["binary"]
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        return "%s is not an executable file" % binary
+    try:
+        srv, work = start_server(name, args)
+    except (RuntimeError, OSError) as e:
+        return "failed to start: %s" % e
+    try:
+        srv.conn.sock.settimeout(30)   # a peer that never answers is skipped, not waited for
+        populate(srv, 0, args.value_size, keys=10)
+        for section, field in (("memory", "used_memory"),
+                               ("persistence", "rdb_bgsave_in_progress"),
+                               ("persistence", "rdb_last_bgsave_status")):
+            if field not in srv.info(section):
+                return "INFO %s has no %s" % (section, field)
+        bgsave_and_wait(srv)
+        srv.conn.call("DBSIZE")
+        return None
+    except (RedisError, RuntimeError, OSError, ConnectionError) as e:
+        return "a command the bench needs failed: %s" % e
     finally:
         srv.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
-def finish_memory(srv, size, name, rows):
-    mem = srv.info("memory")
-    record(rows, size, name, "peak_rss_mb", srv.peak_rss() / MIB)
-    record(rows, size, name, "rss_mb", int(mem["used_memory_rss"]) / MIB)
-    record(rows, size, name, "fragmentation_ratio", float(mem["mem_fragmentation_ratio"]))
+def check_peers(args):
+    """Drop peers that cannot be benchmarked; return {name: why}."""
+    skipped = {}
+    for name in list(args.peers):
+        why = check_peer(name, args)
+        if why:
+            skipped[name] = why
+            note("peer %s skipped: %s" % (name, why))
+            args.variants.remove(name)
+        else:
+            note("peer %s: %s" % (name, version(args.peers[name]["binary"])))
+    return skipped
 
 
-def record(rows, size, variant, metric, value):
-    rows.append({"size_gb": size, "variant": variant, "metric": metric, "value": value})
+# ---------------------------------------------------------------- records
+
+def version(binary):
+    try:
+        return subprocess.run([binary, "--version"], capture_output=True, text=True,
+                              timeout=10).stdout.strip() or "n/a"
+    except (OSError, subprocess.TimeoutExpired):
+        return "n/a"
 
 
-# ---------------------------------------------------------------- output
-
-def machine_info(args):
-    def read(path):
+def git_state(path):
+    """`git describe --always --dirty` and the full commit of the checkout
+    holding `path` ("n/a" outside git)."""
+    def git(*cmd):
         try:
-            with open(path) as f:
-                return f.read().strip()
+            return subprocess.run(["git", "-C", path] + list(cmd), capture_output=True,
+                                  text=True).stdout.strip() or "n/a"
         except OSError:
             return "n/a"
+    return {"describe": git("describe", "--always", "--dirty"),
+            "commit": git("rev-parse", "HEAD")}
 
-    def version(binary):
-        try:
-            return subprocess.run([binary, "--version"], capture_output=True,
-                                  text=True).stdout.strip()
-        except OSError:
-            return "n/a"
-    cpu = "n/a"
-    for line in read("/proc/cpuinfo").splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    mem_total = read("/proc/meminfo").splitlines()[0].split()[1]
+
+def source_state(args):
+    """The checkout (bench and patches) and both build trees; dirty when
+    any has uncommitted changes to tracked files."""
+    state = {"checkout": git_state(HERE), "afork_tree": git_state(args.afork_bin),
+             "stock_tree": git_state(args.stock_bin)}
+    state["dirty"] = any(s["describe"].endswith("-dirty") for s in state.values())
+    return state
+
+
+def machine_record(args, source, before, pretouched):
     try:
         import matplotlib
         mpl = matplotlib.__version__
     except ImportError:
         mpl = "not installed"
-    return {
-        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-        "kernel": platform.release(),
-        "cpu": cpu, "cpus": os.cpu_count(),
-        "mem_total_gib": round(int(mem_total) / (1 << 20), 1),
-        "thp_enabled": read("/sys/kernel/mm/transparent_hugepage/enabled"),
-        "thp_defrag": read("/sys/kernel/mm/transparent_hugepage/defrag"),
+    rec = {"date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+    rec.update(machine.describe())
+    rec.update({
+        "before": before, "pretouch": pretouched,
         "stock": version(os.path.join(args.stock_bin, "redis-server")),
         "redis_afork": version(os.path.join(args.afork_bin, "redis-server")),
-        "redis_afork_commit": git_commit(),
+        "redis_afork_commit": source["checkout"]["describe"],
+        "source": source, "dirty": source["dirty"],
         "python": platform.python_version(), "matplotlib": mpl,
         "value_size": args.value_size, "load_seconds": args.load_seconds,
-        "variants": {k: VARIANTS[k][1] for k in args.variants},
+        "calibrate_seconds": args.calibrate_seconds, "idle_saves": args.idle_saves,
+        "variants": {v: server_binary(v, args)[1] for v in args.variants},
+        "baseline": "stock" if "stock" in args.variants else args.variants[0],
+        "peers": {n: dict(p, version=version(p["binary"])) for n, p in args.peers.items()
+                  if n in args.variants},
         "scenario": args.scenario, "rounds": args.rounds,
-    }
+        "sizes": args.sizes, "repeat": args.repeat,
+        "order": args.order, "seed": args.seed,
+    })
+    return rec
 
 
-def git_commit():
-    try:
-        return subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"],
-                              capture_output=True, text=True).stdout.strip() or "n/a"
-    except OSError:
-        return "n/a"
-
-
-def write_csv(rows, path):
+def write_json(obj, path):
     with open(path, "w") as f:
-        f.write("size_gb,variant,metric,value\n")
-        for r in rows:
-            f.write("%s,%s,%s,%s\n" % (fmt_size(r["size_gb"]), r["variant"], r["metric"],
-                                       fmt_value(r["value"])))
+        json.dump(obj, f, indent=2)
+        f.write("\n")
 
 
-def fmt_value(v):
-    if isinstance(v, float):
-        return "%.3f" % v
-    return str(v)
+RUNS_HEADER = ("seq,rep,size_gb,variant,position,started_utc,seconds,status,"
+               "others_cpus_mean,steal_pct_mean,load1_max\n")
 
 
-# metric -> label in results.md; the order of the table.
-LABELS = [
-    ("used_memory_mb", "dataset (used_memory, MB)"),
-    ("keys", "keys"),
-    ("idle_fork_ms_median", "idle fork, parent blocked (ms, median of 3)"),
-    ("idle_fork_ms_max", "idle fork, parent blocked (ms, max of 3)"),
-    ("idle_child_ready_ms_median", "idle fork, child ready (ms, median)"),
-    ("idle_save_s", "idle save duration (s)"),
-    ("idle_cow_mb", "idle COW (MB)"),
-    ("nosave_rps", "no save: SET throughput (req/s)"),
-    ("nosave_p50_ms", "no save: p50 (ms)"),
-    ("nosave_p99_ms", "no save: p99 (ms)"),
-    ("nosave_p999_ms", "no save: p99.9 (ms)"),
-    ("nosave_max_ms", "no save: max (ms)"),
-    ("nosave_gaps_over_1ms", "no save: PING gaps > 1 ms"),
-    ("nosave_max_gap_ms", "no save: longest PING gap (ms)"),
-    ("save_fork_ms", "under load: fork, parent blocked (ms)"),
-    ("save_save_s", "under load: save duration (s)"),
-    ("save_cow_mb", "under load: COW (MB)"),
-    ("save_rps", "with save: SET throughput (req/s)"),
-    ("save_p50_ms", "with save: p50 (ms)"),
-    ("save_p99_ms", "with save: p99 (ms)"),
-    ("save_p999_ms", "with save: p99.9 (ms)"),
-    ("save_max_ms", "with save: max (ms)"),
-    ("save_gaps_over_1ms", "during save: PING gaps > 1 ms"),
-    ("save_max_gap_ms", "during save: longest PING gap (ms)"),
-    ("save_total_gap_ms", "during save: sum of PING gaps > 1 ms (ms)"),
-    ("first_fork_ms", "first fork, idle (ms)"),
-    ("steady_fork_ms_median", "steady state: fork, parent blocked (ms, median of rounds 2+)"),
-    ("steady_fork_ms_max", "steady state: fork, parent blocked (ms, max of rounds 2+)"),
-    ("peak_rss_mb", "peak RSS of the server (MB)"),
-    ("rss_mb", "RSS at the end (MB)"),
-    ("fragmentation_ratio", "fragmentation ratio (RSS / used)"),
-]
+def append_run(path, run, started, seconds, status, during):
+    with open(path, "a") as f:
+        f.write("%d,%d,%s,%s,%d,%s,%.1f,%s,%s,%s,%s\n" % (
+            run.seq, run.rep, fmt_size(run.size), run.variant, run.position,
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), seconds,
+            status.replace(",", ";").replace("\n", " "),
+            during.get("others_cpus_mean", ""), during.get("steal_pct_mean", ""),
+            during.get("load1_max", "")))
 
 
-ROUND_LABELS = [
-    ("fork_ms", "fork, parent blocked (ms)"), ("max_ms", "with save: max (ms)"),
-    ("p999_ms", "with save: p99.9 (ms)"), ("p99_ms", "with save: p99 (ms)"),
-    ("rps", "with save: throughput (req/s)"), ("cow_mb", "COW (MB)"),
-    ("save_s", "save duration (s)"), ("collapse_wait_s", "re-collapse after the save (s)"),
-    ("huge_after_mb", "huge after the re-collapse (MB)"),
-]
-
-
-def all_labels(rows):
-    """The fixed labels, then one block per steady-state round."""
-    labels = list(LABELS)
-    rounds = sorted({int(r["metric"][5:].split("_")[0]) for r in rows
-                     if r["metric"].startswith("round")})
-    for rnd in rounds:
-        labels += [("round%d_%s" % (rnd, k), "round %d: %s" % (rnd, text))
-                   for k, text in ROUND_LABELS]
-    return labels
-
-
-def write_markdown(rows, machine, variants, sizes, path):
-    val = {(r["size_gb"], r["variant"], r["metric"]): r["value"] for r in rows}
-    base = variants[0]
-    lines = ["# Fork cost (%s scenario): %s side by side"
-             % (machine["scenario"], ", ".join(variants)), ""]
-    lines += ["Machine: kernel %s, %s x %s, %.1f GiB RAM, THP enabled `%s`, defrag `%s`."
-              % (machine["kernel"], machine["cpus"], machine["cpu"], machine["mem_total_gib"],
-                 machine["thp_enabled"], machine["thp_defrag"]),
-              "Servers: stock `%s`; redis-afork `%s` (commit %s). Values %d bytes, "
-              "load runs ~%d s: `redis-benchmark -t set -r <keys> -d %d -c 50 -P 4`."
-              % (machine["stock"], machine["redis_afork"], machine["redis_afork_commit"],
-                 machine["value_size"], machine["load_seconds"], machine["value_size"]),
-              "Ratio = variant / %s (below 1: the variant is lower)." % base, ""]
-    for size in sizes:
-        lines += ["## %s GB" % fmt_size(size), ""]
-        head = ["metric"] + list(variants) + ["%s / %s" % (v, base) for v in variants[1:]]
-        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for metric, label in all_labels(rows):
-            vals = [val.get((size, v, metric)) for v in variants]
-            if all(x is None for x in vals):
-                continue
-            cells = [label] + [fmt_cell(x) for x in vals]
-            for x in vals[1:]:
-                b = vals[0]
-                cells.append("%.2f" % (x / b) if x is not None and b else "")
-            lines.append("| " + " | ".join(cells) + " |")
-        outlasted = [v for v in variants if val.get((size, v, "save_save_outlasted_load"))]
-        if outlasted:
-            lines += ["", "Note: the save outlasted the load for %s; raise "
-                      "--load-seconds." % ", ".join(outlasted)]
-        lines.append("")
-    with open(path, "w") as f:
-        f.write("\n".join(lines))
-
-
-def fmt_cell(x):
-    if x is None:
-        return "n/a"
-    if isinstance(x, int):
-        return str(x)
-    if abs(x) >= 1000:
-        return "%.0f" % x
-    if abs(x) >= 10:
-        return "%.1f" % x
-    return "%.2f" % x
+def append_figures(path, run, fig):
+    with open(path, "a") as f:
+        for metric, value in fig.items():
+            f.write("%s,%s,%d,%s,%s\n" % (fmt_size(run.size), run.variant, run.rep,
+                                          metric, report.fmt_value(value)))
 
 
 # ---------------------------------------------------------------- main
@@ -621,54 +765,166 @@ def fmt_cell(x):
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="1", help="dataset sizes in GB, e.g. '1 4 8'")
+    p.add_argument("--repeat", type=int, default=5,
+                   help="repetitions: every variant runs once per size in each")
+    p.add_argument("--order", default="rotate", choices=("rotate", "random"),
+                   help="variant order per repetition: rotations, or shuffled (--seed)")
+    p.add_argument("--seed", type=int, default=None, help="for --order random")
     p.add_argument("--scenario", default="fork", choices=sorted(SCENARIOS),
                    help="fork: idle forks and one save under load; steady: rounds of "
                         "load + save (steady state, fork-thp)")
     p.add_argument("--variants", default=None, help="default: per scenario")
+    p.add_argument("--peer", action="append", default=[], metavar="NAME=BINARY[:ARGS]",
+                   help="one more variant: any RESP server (repeatable)")
     p.add_argument("--rounds", type=int, default=5, help="steady scenario rounds")
     p.add_argument("--afork-bin", required=True, help="folder with redis-afork's programs")
     p.add_argument("--stock-bin", required=True, help="folder with stock's redis-server")
     p.add_argument("--out", required=True, help="results folder (created)")
     p.add_argument("--value-size", type=int, default=256)
     p.add_argument("--load-seconds", type=float, default=15)
+    p.add_argument("--calibrate-seconds", type=float, default=1.5,
+                   help="length of the run that measures a server's request rate")
+    p.add_argument("--idle-saves", type=int, default=3, help="fork scenario: idle BGSAVEs")
+    p.add_argument("--idle-check-seconds", type=float, default=3.0,
+                   help="how long the machine is watched before the run")
+    p.add_argument("--no-pretouch", action="store_true",
+                   help="skip touching the run's memory once before it starts")
+    p.add_argument("--require-clean", action="store_true",
+                   help="refuse to run on uncommitted changes (else results are marked -dirty)")
     p.add_argument("--scratch", default=None, help="where servers keep their RDB files")
     a = p.parse_args()
+    check_args(p, a)
+    return a
+
+
+def check_args(p, a):
     try:
         a.sizes = [float(s) for s in a.sizes.split()]
     except ValueError:
         p.error("--sizes: %r is not a list of numbers (GB)" % a.sizes)
     if not a.sizes or any(s <= 0 for s in a.sizes):
         p.error("--sizes: give one or more sizes above 0 (GB)")
+    if a.repeat < 1:
+        p.error("--repeat: give 1 or more repetitions")
+    if a.idle_saves < 1 or a.rounds < 1:
+        p.error("--idle-saves and --rounds: give 1 or more")
     a.variants = (a.variants or SCENARIOS[a.scenario]).split()
     for v in a.variants:
         if v not in VARIANTS:
             p.error("--variants: unknown variant %r (known: %s)" % (v, ", ".join(VARIANTS)))
+    a.peers = {}
+    for text in a.peer:
+        try:
+            name, binary, extra = parse_peer(text)
+        except ValueError as e:
+            p.error("--peer: %s" % e)
+        if name in a.peers:
+            p.error("--peer: %r given twice" % name)
+        a.peers[name] = {"binary": shutil.which(binary) or binary, "args": extra}
+        a.variants.append(name)
+    if a.seed is None:
+        a.seed = random.SystemRandom().randrange(1 << 31)
     a.tools = a.afork_bin
     a.keys_by_size = {}
     for d in (a.afork_bin, a.stock_bin):
         if not os.access(os.path.join(d, "redis-server"), os.X_OK):
             p.error("no redis-server in %s (run make and make stock)" % d)
-    return a
+
+
+def prepare_machine(args):
+    """Watch the machine idle, pre-touch the memory of the largest run."""
+    note("checking the machine for %gs before the run" % args.idle_check_seconds)
+    before = machine.idle_check(args.idle_check_seconds)
+    for w in before["warnings"]:
+        note("warning: " + w)
+    pretouched = None
+    if not args.no_pretouch:
+        need = max(largest_need(s, args.variants)[0] for s in args.sizes)
+        pretouched = machine.pretouch(need)
+        note("pre-touched %.2f GiB of memory in %.2f s" % (pretouched["gib"],
+                                                         pretouched["seconds"]))
+    return before, pretouched
+
+
+def print_plan(args, orders, progress):
+    note("%d repetitions x %d sizes x %d variants = %d runs; variant order %s%s"
+         % (args.repeat, len(args.sizes), len(args.variants),
+            args.repeat * len(args.sizes) * len(args.variants), args.order,
+            " (seed %d)" % args.seed if args.order == "random" else ""))
+    for rep, order in enumerate(orders, 1):
+        note("  rep %d: %s" % (rep, " ".join(order)))
+    note("estimated time: %s (a model of the phases, refit as runs finish)"
+         % runplan.fmt_duration(progress.estimate.total()))
+
+
+def run_all(args, runs, progress, monitor):
+    """Every run in plan order; a peer that fails is reported and dropped,
+    a built-in variant that fails stops the bench."""
+    runs_csv = os.path.join(args.out, "runs.csv")
+    results_csv = os.path.join(args.out, "results.csv")
+    with open(runs_csv, "w") as f:
+        f.write(RUNS_HEADER)
+    with open(results_csv, "w") as f:
+        f.write("size_gb,variant,rep,metric,value\n")
+    failed = {}
+    for run in runs:
+        if run.variant in failed:
+            continue
+        progress.start(run)
+        mark, started = monitor.mark(), time.time()
+        status = "ok"
+        try:
+            fig = run_one(run, args, progress.say)
+            append_figures(results_csv, run, fig)
+        except Exception as e:  # noqa: BLE001 -- a peer's failure is reported, not fatal
+            if run.variant not in args.peers:
+                raise
+            status = "failed: %s" % e
+            failed[run.variant] = "rep %d, %s GB: %s" % (run.rep, fmt_size(run.size), e)
+            note("peer %s failed and is dropped: %s" % (run.variant, e))
+        during = monitor.since(mark)
+        append_run(runs_csv, run, started, time.time() - started, status, during)
+        progress.finish(run)
+        for w in machine.warnings_for(during, "this run"):
+            note("warning: " + w)
+    return failed
 
 
 def main():
     args = parse_args()
-    refuse_sizes_that_do_not_fit(args.sizes)
+    refuse_sizes_that_do_not_fit(args.sizes, args.variants)
+    source = source_state(args)
+    if source["dirty"] and args.require_clean:
+        sys.exit("bench: uncommitted changes (%s); commit them or drop --require-clean"
+                 % ", ".join(k for k, s in source.items()
+                             if k != "dirty" and s["describe"].endswith("-dirty")))
     os.makedirs(args.out, exist_ok=True)
-    machine = machine_info(args)
-    with open(os.path.join(args.out, "machine.json"), "w") as f:
-        json.dump(machine, f, indent=2)
-    rows, forks_by = [], {}
-    for size in args.sizes:
-        for name in args.variants:
-            run_variant(size, name, args, args.out, rows, forks_by)
-            write_csv(rows, os.path.join(args.out, "results.csv"))
-    write_markdown(rows, machine, args.variants, args.sizes,
-                   os.path.join(args.out, "results.md"))
-    progress(args.sizes[-1], "all", "plots")
+    before, pretouched = prepare_machine(args)
+    skipped = check_peers(args)
+    rec = machine_record(args, source, before, pretouched)
+    orders = runplan.variant_orders(args.variants, args.repeat, args.order, args.seed)
+    rec.update(orders=orders, skipped_peers=skipped)
+    write_json(rec, os.path.join(args.out, "machine.json"))
+    runs = runplan.plan_runs(args.sizes, orders)
+    progress = Progress(runs, args)
+    print_plan(args, orders, progress)
+    monitor = machine.Monitor()
+    monitor.start()
+    try:
+        failed = run_all(args, runs, progress, monitor)
+    finally:
+        monitor.stop()
+        monitor.write_csv(os.path.join(args.out, "monitor.csv.gz"))
+    during = monitor.since()
+    rec.update(during=during, failed_peers=failed, keys_by_size=args.keys_by_size,
+               duration_s=round(time.time() - START, 1),
+               warnings=before["warnings"] + machine.warnings_for(during, "during the run"))
+    write_json(rec, os.path.join(args.out, "machine.json"))
+    report.write(args.out)
+    note("plots")
     import plots
     plots.draw(args.out)
-    progress(args.sizes[-1], "all", "done: %s/results.md" % args.out)
+    note("done in %s: %s/results.md" % (runplan.fmt_duration(time.time() - START), args.out))
 
 
 if __name__ == "__main__":

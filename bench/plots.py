@@ -1,17 +1,29 @@
 """plots.py -- the benchmark's pictures, drawn from a results folder.
 
-  latency_timeline_<size>gb.png  PING round trips around the BGSAVE under load,
-                                 one line per server (worst per 10 ms bin), from
-                                 the probe files probe_<size>gb_<variant>_save.csv.gz
-  fork_time_vs_size.png          parent-blocked fork time vs dataset size
-  steady_rounds_<size>gb.png     steady scenario: fork time and client max
-                                 latency per round, one line per variant
+  latency_timeline_<size>gb.png  PING round trips around the BGSAVE under load
+                                 (worst per 10 ms bin): every repetition of every
+                                 server overlaid, aligned on the fork's start
+                                 (from the server log; on the BGSAVE where the
+                                 log does not say), from the probe files
+                                 probe_<size>gb_<variant>_r<rep>_save.csv.gz
+  fork_time_vs_size.png          parent-blocked fork time vs dataset size:
+                                 median, error bars min to max over repetitions
+  client_latency_vs_size.png     client max and p99 during the save vs size,
+                                 per variant (median, min-max), with the no-save
+                                 control of the same runs dotted
+  steady_rounds_<size>gb.png     steady scenario: fork time and client max per
+                                 round (median, min-max)
+  plots.json                     what each picture holds (series and points),
+                                 so a test can check them without reading PNGs
 
     python3 plots.py RESULTS_DIR     (bench.py calls draw() itself)
 """
 import csv
 import gzip
+import json
 import os
+import re
+import statistics
 import sys
 
 import matplotlib
@@ -19,37 +31,54 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import report  # noqa: E402
+
 BIN_S = 0.01
-COLORS = ["#c0392b", "#2471a3", "#229954", "#7d3c98", "#b7950b"]
+COLORS = ["#c0392b", "#2471a3", "#229954", "#7d3c98", "#b7950b", "#148f77", "#6e2c00"]
+NAN = float("nan")
 
 
-def read_results(outdir):
-    val, sizes, variants = {}, [], []
-    with open(os.path.join(outdir, "results.csv")) as f:
-        for r in csv.DictReader(f):
-            size = float(r["size_gb"])
-            val[(size, r["variant"], r["metric"])] = float(r["value"])
-            if size not in sizes:
-                sizes.append(size)
-            if r["variant"] not in variants:
-                variants.append(r["variant"])
-    return val, sizes, variants
+def color(res, variant):
+    return COLORS[res.variants.index(variant) % len(COLORS)]
 
 
-def read_probe(outdir, size, variant, run="save"):
-    """(seconds after BGSAVE, rtt ms) of one load-with-save run, or None."""
-    tag = "%sgb_%s_%s" % ("%g" % size, variant, run)
-    path = os.path.join(outdir, "probe_%s.csv.gz" % tag)
-    mark = os.path.join(outdir, "probe_%s.bgsave" % tag)
-    if not (os.path.exists(path) and os.path.exists(mark)):
+def spread_of(res, size, variant, metric):
+    """(median, below, above) of a metric over repetitions, or None."""
+    vals = res.values.get((size, variant, metric))
+    if not vals:
         return None
+    med = statistics.median(vals)
+    return med, med - min(vals), max(vals) - med
+
+
+# ---------------------------------------------------------------- timelines
+
+def probe_files(outdir, size, variant, run):
+    """(rep, probe csv, marks file) of every repetition of one load run;
+    folders from before repetitions have one, without _r<rep> (rep None)."""
+    pattern = re.compile(r"probe_%sgb_%s(?:_r(\d+))?_%s\.csv\.gz$"
+                         % (re.escape("%g" % size), re.escape(variant), re.escape(run)))
+    found = []
+    for name in os.listdir(outdir):
+        m = pattern.match(name)
+        mark = os.path.join(outdir, name[:-len(".csv.gz")] + ".bgsave")
+        if m and os.path.exists(mark):
+            rep = int(m.group(1)) if m.group(1) else None
+            found.append((rep, os.path.join(outdir, name), mark))
+    return sorted(found, key=lambda f: f[0] or 0)
+
+
+def read_probe(path, mark):
+    """(seconds since the fork began, rtt ms), and whether the fork's start
+    was known (else the zero is when BGSAVE was sent)."""
     with open(mark) as f:
-        t0 = float(f.read())
+        times = [float(x) for x in f.read().split()]
+    t0 = times[1] if len(times) > 1 else times[0]
     pts = []
     with gzip.open(path, "rt") as f:
         for r in csv.DictReader(f):
             pts.append((float(r["unix_time"]) - t0, float(r["rtt_ms"])))
-    return pts
+    return pts, len(times) > 1
 
 
 def worst_per_bin(pts):
@@ -61,105 +90,158 @@ def worst_per_bin(pts):
     return [k * BIN_S for k in keys], [bins[k] for k in keys]
 
 
-def timeline(outdir, val, size, variants, run="save"):
+def timeline_label(res, size, variant, pre, reps):
+    fork = spread_of(res, size, variant, pre + "_fork_ms")
+    worst = spread_of(res, size, variant, pre + "_max_ms")
+    return "%s (%d runs): fork %s ms, client max %s ms" % (
+        variant, reps, report.fmt_num(fork[0]) if fork else "n/a",
+        report.fmt_num(worst[0]) if worst else "n/a")
+
+
+def timeline(outdir, res, size, run="save"):
     """run: "save" (fork scenario) or "roundN" (steady scenario)."""
     fig, ax = plt.subplots(figsize=(10, 4.8))
-    end = 1.0
     pre = "save" if run == "save" else run
-    for i, v in enumerate(variants):
-        pts = read_probe(outdir, size, v, run)
-        if not pts:
-            continue
-        save_s = val.get((size, v, pre + "_save_s"), 0.0)
-        end = max(end, save_s)
-        xs, ys = worst_per_bin([p for p in pts if -1.0 <= p[0] <= save_s + 1.0])
-        label = "%s: fork %.1f ms, max client latency %.1f ms, save %.1f s" % (
-            v, val.get((size, v, pre + "_fork_ms"), float("nan")),
-            val.get((size, v, pre + "_max_ms"), float("nan")), save_s)
-        ax.plot(xs, ys, color=COLORS[i % len(COLORS)], lw=0.9, label=label)
+    end, series, aligned_all = 1.0, [], True
+    for v in res.variants:
+        files = probe_files(outdir, size, v, run)
+        saves = res.values.get((size, v, pre + "_save_s"), [0.0])
+        end = max(end, max(saves))
+        for i, (rep, path, mark) in enumerate(files):
+            pts, aligned = read_probe(path, mark)
+            aligned_all = aligned_all and aligned
+            xs, ys = worst_per_bin([p for p in pts if -1.0 <= p[0] <= max(saves) + 1.0])
+            label = timeline_label(res, size, v, pre, len(files)) if i == 0 else None
+            ax.plot(xs, ys, color=color(res, v), lw=0.8, alpha=0.65, label=label)
+            series.append({"variant": v, "rep": rep, "points": len(xs), "fork_aligned": aligned})
     ax.axvline(0, color="black", ls="--", lw=0.8)
-    ax.text(0, 0.96, " BGSAVE sent", transform=ax.get_xaxis_transform(), fontsize=9)
+    zero = "fork starts" if aligned_all else "fork starts (BGSAVE sent where the log lacks it)"
+    ax.text(0, 0.96, " " + zero, transform=ax.get_xaxis_transform(), fontsize=9)
     ax.set_yscale("log")
     ax.set_xlim(-1.0, end + 1.0)
-    ax.set_xlabel("seconds since BGSAVE was sent")
+    ax.set_xlabel("seconds since the fork began")
     ax.set_ylabel("PING round trip, worst per 10 ms (ms, log)")
     what = "a BGSAVE" if run == "save" else "the BGSAVE of steady-state " + run
-    ax.set_title("PING latency around %s under SET load, %g GB dataset" % (what, size))
+    ax.set_title("PING latency around %s under SET load, %g GB, every repetition"
+                 % (what, size))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
+    if series:
+        ax.legend(loc="upper right", fontsize=8)
     suffix = "" if run == "save" else "_" + run
-    path = os.path.join(outdir, "latency_timeline_%sgb%s.png" % ("%g" % size, suffix))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, outdir, "latency_timeline_%sgb%s.png" % ("%g" % size, suffix),
+                "timeline", series)
 
 
-def fork_vs_size(outdir, val, sizes, variants):
+# ---------------------------------------------------------------- vs size
+
+def dataset_gb(res, size, variant):
+    s = spread_of(res, size, variant, "used_memory_mb")
+    return s[0] / 1024.0 if s else size
+
+
+def errorbar_series(ax, res, variant, metric, fmt, label, **kw):
+    """Median with min-max bars over the sizes that have `metric`."""
+    pts = [(dataset_gb(res, s, variant), spread_of(res, s, variant, metric))
+           for s in res.sizes]
+    pts = [(x, sp) for x, sp in pts if sp]
+    if not pts:
+        return None
+    ax.errorbar([x for x, _ in pts], [sp[0] for _, sp in pts],
+                yerr=[[sp[1] for _, sp in pts], [sp[2] for _, sp in pts]],
+                fmt=fmt, color=color(res, variant), capsize=4, label=label, **kw)
+    return {"variant": variant, "metric": metric, "points": len(pts),
+            "x_max": max(x for x, _ in pts)}
+
+
+def fork_vs_size(outdir, res):
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for i, v in enumerate(variants):
-        pts = [(val[(s, v, "used_memory_mb")] / 1024.0, val[(s, v, "idle_fork_ms_median")],
-                val.get((s, v, "save_fork_ms")))
-               for s in sizes if (s, v, "idle_fork_ms_median") in val]
-        if not pts:
-            continue
-        c = COLORS[i % len(COLORS)]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=c,
-                label="%s, idle (median of 3)" % v)
-        loaded = [p for p in pts if p[2] is not None]
-        ax.plot([p[0] for p in loaded], [p[2] for p in loaded], "x--", color=c,
-                label="%s, under SET load" % v)
+    series = []
+    for v in res.variants:
+        series.append(errorbar_series(ax, res, v, "idle_fork_ms_median", "o-",
+                                      "%s, idle" % v))
+        series.append(errorbar_series(ax, res, v, "save_fork_ms", "x--",
+                                      "%s, under SET load" % v))
     ax.set_xlabel("dataset (used_memory, GB)")
     ax.set_ylabel("parent blocked in fork() (ms)")
-    ax.set_title("Fork cost vs dataset size")
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(outdir, "fork_time_vs_size.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    ax.set_title("Fork cost vs dataset size (median, bars: min to max)")
+    finish_axes(ax, series)
+    return save(fig, outdir, "fork_time_vs_size.png", "errorbars", series)
 
 
-def steady_rounds(outdir, val, size, variants, rounds):
+def client_vs_size(outdir, res):
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    series = []
+    for ax, what, ctl, title in ((axes[0], "save_max_ms", "nosave_max_ms", "client max"),
+                                 (axes[1], "save_p99_ms", "nosave_p99_ms", "client p99")):
+        mine = []
+        for v in res.variants:
+            mine.append(errorbar_series(ax, res, v, what, "o-", "%s, during the save" % v))
+            mine.append(errorbar_series(ax, res, v, ctl, "s:", "%s, no save" % v, alpha=0.5))
+        ax.set_title("%s (median, bars: min to max)" % title)
+        ax.set_xlabel("dataset (used_memory, GB)")
+        ax.set_ylabel("ms")
+        finish_axes(ax, mine)
+        series += mine
+    return save(fig, outdir, "client_latency_vs_size.png", "errorbars", series)
+
+
+def steady_rounds(outdir, res, size, rounds):
     """Fork time and client max latency per steady-state round."""
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
     xs = list(range(1, rounds + 1))
-    for i, v in enumerate(variants):
-        c = COLORS[i % len(COLORS)]
-        a1.plot(xs, [val.get((size, v, "round%d_fork_ms" % r), float("nan")) for r in xs],
-                "o-", color=c, label=v)
-        a2.plot(xs, [val.get((size, v, "round%d_max_ms" % r), float("nan")) for r in xs],
-                "o-", color=c, label=v)
+    series = []
+    for v in res.variants:
+        for ax, key in ((a1, "fork_ms"), (a2, "max_ms")):
+            sp = [spread_of(res, size, v, "round%d_%s" % (r, key)) for r in xs]
+            ax.errorbar(xs, [s[0] if s else NAN for s in sp],
+                        yerr=[[s[1] if s else 0 for s in sp], [s[2] if s else 0 for s in sp]],
+                        fmt="o-", color=color(res, v), capsize=4, label=v)
+            series.append({"variant": v, "metric": key, "points": sum(1 for s in sp if s)})
     a1.set_title("parent blocked in fork(), %g GB" % size)
-    a1.set_ylabel("ms")
     a2.set_title("client max latency during the save, %g GB" % size)
-    a2.set_ylabel("ms")
     for a in (a1, a2):
+        a.set_ylabel("ms")
         a.set_xlabel("round (write load over the keyspace, then BGSAVE)")
+        finish_axes(a)
         a.set_xticks(xs)
-        a.set_ylim(bottom=0)
-        a.grid(True, alpha=0.3)
-        a.legend(fontsize=8)
+        a.set_xlim(0.5, rounds + 0.5)
+    return save(fig, outdir, "steady_rounds_%sgb.png" % ("%g" % size), "errorbars", series)
+
+
+# ---------------------------------------------------------------- common
+
+def finish_axes(ax, series=()):
+    """Axes from 0, a margin right of the last point, a grid, a legend."""
+    right = max([s["x_max"] for s in series if s and "x_max" in s] or [0])
+    if right > 0:
+        ax.set_xlim(0, right * 1.08)
+    else:
+        ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def save(fig, outdir, name, kind, series):
     fig.tight_layout()
-    path = os.path.join(outdir, "steady_rounds_%sgb.png" % ("%g" % size))
-    fig.savefig(path, dpi=110)
+    fig.savefig(os.path.join(outdir, name), dpi=110)
     plt.close(fig)
-    return path
+    return {"file": name, "kind": kind, "series": [s for s in series if s]}
 
 
 def draw(outdir):
-    val, sizes, variants = read_results(outdir)
-    rounds = sorted({int(m[5:].split("_")[0]) for (_, _, m) in val if m.startswith("round")})
+    res = report.read(outdir)
+    rounds = sorted({int(m[5:].split("_")[0]) for (_, _, m) in res.values
+                     if m.startswith("round")})
     if rounds:
-        made = [steady_rounds(outdir, val, s, variants, rounds[-1]) for s in sizes]
-        made += [timeline(outdir, val, s, variants, "round%d" % rounds[-1]) for s in sizes]
-        return made
-    made = [timeline(outdir, val, s, variants) for s in sizes]
-    made.append(fork_vs_size(outdir, val, sizes, variants))
-    return made
+        made = [steady_rounds(outdir, res, s, rounds[-1]) for s in res.sizes]
+        made += [timeline(outdir, res, s, "round%d" % rounds[-1]) for s in res.sizes]
+    else:
+        made = [timeline(outdir, res, s) for s in res.sizes]
+        made += [fork_vs_size(outdir, res), client_vs_size(outdir, res)]
+    with open(os.path.join(outdir, "plots.json"), "w") as f:
+        json.dump(made, f, indent=1)
+    return [os.path.join(outdir, m["file"]) for m in made]
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 Runs as its own process beside the load, on its own connection: sends PING,
 waits for PONG, records (send time, round trip), pauses 100 us, repeats,
-until SIGTERM. Writes every sample to a gzipped CSV (unix time, rtt ms), so the
-benchmark can plot the latency timeline and list every gap over 1 ms.
+until SIGTERM. Prints "ready" once connected (bench.py starts the load then).
+Writes every sample to a gzipped CSV (unix time, rtt ms), so the benchmark
+can plot the latency timeline and list every gap over 1 ms.
 
     python3 probe.py PORT OUT.csv.gz
 """
@@ -27,6 +28,7 @@ def main():
     port, out = int(sys.argv[1]), sys.argv[2]
     signal.signal(signal.SIGTERM, stop)
     conn = Conn(port, timeout=60)
+    print("ready", flush=True)
     ping = b"*1\r\n$4\r\nPING\r\n"
     samples = []
     clock = time.time

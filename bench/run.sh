@@ -2,7 +2,8 @@
 # run.sh -- make bench: set up the benchmark's Python (build/bench-venv, from
 # bench/requirements.txt) and run bench.py against the two builds.
 #
-#   bench/run.sh [--sizes "1 4 8"] [--out DIR] [other bench.py options]
+#   bench/run.sh [--sizes "1 4 8"] [--repeat 5] [--peer NAME=BINARY[:ARGS]]
+#                [--out DIR] [other bench.py options]
 #
 # Environment: TREE, STOCK (build trees), BENCH_VENV.
 set -euo pipefail

@@ -1,69 +1,216 @@
 #!/usr/bin/env bash
-# bench-smoke.sh -- a tiny run of make bench's harness (a few MB, seconds),
-# so the benchmark cannot rot: every output exists and parses, bad sizes are
-# refused up front. No timing is asserted: figures this small mean nothing.
+# bench-smoke.sh -- a tiny run of make bench's harness (a few MB, REPEAT=2,
+# stock Redis once more as a peer; about 40 s), so the benchmark cannot rot:
+# every figure has its spread and verdict, the order of the variants changed
+# between repetitions, unusable peers are skipped and reported, the machine
+# is recorded, the plots are real PNGs, README's tables are the committed
+# results', bad sizes are refused up front. No timing is asserted: figures
+# this small mean nothing.
 . "$(dirname "$0")/lib.sh"
 need_strace_and_stock "bench smoke run"
 
 out=$work/bench
-if ! log=$("$top/bench/run.sh" --sizes "0.004 0.008" --load-seconds 1 \
+peers=(--peer "stock-peer=$stock/src/redis-server"
+       --peer "broken=/bin/false"
+       --peer "noscript=$stock/src/redis-server:--rename-command EVALSHA \"\"")
+if ! log=$("$top/bench/run.sh" --sizes "0.004 0.008" --repeat 2 --load-seconds 0.5 \
+        --calibrate-seconds 0.3 --idle-check-seconds 1 "${peers[@]}" \
         --out "$out" --scratch "$work" 2>&1); then
     err "bench smoke run" "bench/run.sh failed: $(tail -5 <<<"$log")"
     exit 1
 fi
-ok "bench smoke run: two sizes, stock and redis-afork"
+ok "bench smoke run: two sizes, REPEAT=2, stock, redis-afork and stock again as a peer"
+printf '%s\n' "$log" >"$work/bench.log"
 
-if grep -qE '^\[bench +[0-9.]+s\] +0.008 GB +redis-afork +load with BGSAVE' <<<"$log"; then
-    ok "bench prints a progress line per server, size and phase"
+if grep -qE '^\[bench +[0-9.]+s, ~[0-9hms ]+ left\] rep 2/2 +0.008 GB +stock-peer +load with BGSAVE' \
+        <<<"$log"; then
+    ok "bench prints a progress line per phase with the time left"
 else
     err "bench progress lines" "missing in: $log"
 fi
 
-# results.csv: every metric of the table, for both servers and sizes, numeric;
-# results.md: a table per size; machine.json: the machine; PNGs: real images.
-if check=$(python3 - "$out" <<'PY' 2>&1
-import csv, json, os, struct, sys
+# Every check reads the outputs; none looks at a timing's value.
+if check=$(python3 - "$out" "$work/bench.log" <<'PY' 2>&1
+import csv, json, os, re, struct, sys
 out = sys.argv[1]
-rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
-need = ["used_memory_mb", "idle_fork_ms_median", "idle_save_s", "idle_cow_mb",
-        "nosave_rps", "nosave_p999_ms", "save_fork_ms", "save_rps", "save_p50_ms",
-        "save_p99_ms", "save_p999_ms", "save_max_ms", "save_gaps_over_1ms",
+log = open(sys.argv[2]).read()
+sizes, reps = ("0.004", "0.008"), ("1", "2")
+variants = ("stock", "redis-afork", "stock-peer")
+need = ["used_memory_mb", "keys", "idle_fork_ms_median", "idle_save_s", "idle_cow_mb",
+        "nosave_rps", "nosave_p99_ms", "nosave_p999_ms", "nosave_max_ms", "save_fork_ms",
+        "save_rps", "save_p50_ms", "save_p99_ms", "save_p999_ms", "save_max_ms",
+        "save_vs_control_max", "save_vs_control_p99", "save_gaps_over_1ms",
         "save_cow_mb", "save_save_s", "peak_rss_mb"]
-have = {(r["size_gb"], r["variant"], r["metric"]): float(r["value"]) for r in rows}
-for size in ("0.004", "0.008"):
-    for v in ("stock", "redis-afork"):
+problems = []
+def check(cond, what):
+    if not cond:
+        problems.append(what)
+
+# results.csv: every figure of every repetition, numeric; equal key counts.
+raw = {}
+for r in csv.DictReader(open(os.path.join(out, "results.csv"))):
+    raw[(r["size_gb"], r["variant"], r["rep"], r["metric"])] = float(r["value"])
+for s in sizes:
+    for v in variants:
+        for rep in reps:
+            for m in need:
+                check((s, v, rep, m) in raw, "results.csv lacks %s %s rep %s %s" % (s, v, rep, m))
+            check(raw.get((s, v, rep, "save_fork_ms"), 0) > 0, "no fork time: %s %s %s" % (s, v, rep))
+            check(((s, v, rep, "idle_child_ready_ms_median") in raw) == (v == "redis-afork"),
+                  "child-ready time only for redis-afork (%s %s)" % (s, v))
+    keys = {raw.get((s, v, rep, "keys")) for v in variants for rep in reps}
+    check(len(keys) == 1, "key counts differ at %s GB: %s" % (s, keys))
+check(not any(k[1] in ("broken", "noscript") for k in raw), "a skipped peer has figures")
+
+# summary.csv: the spread of every figure, its ratio, interval and verdict.
+summ = {(r["size_gb"], r["variant"], r["metric"]): r
+        for r in csv.DictReader(open(os.path.join(out, "summary.csv")))}
+verdicts = {"better", "worse", "within noise"}
+for s in sizes:
+    for v in variants:
         for m in need:
-            assert (size, v, m) in have, "results.csv lacks %s %s %s" % (size, v, m)
-        assert have[(size, v, "save_fork_ms")] > 0, "no fork time for %s" % v
-        assert have[(size, v, "nosave_rps")] > 0, "no throughput for %s" % v
-    assert ("0.008", "redis-afork", "idle_child_ready_ms_median") in have, \
-        "redis-afork's child-ready time missing"
-    assert ("0.008", "stock", "idle_child_ready_ms_median") not in have, \
-        "stock cannot have a child-ready time"
+            r = summ.get((s, v, m))
+            check(r is not None, "summary.csv lacks %s %s %s" % (s, v, m))
+            if r is None:
+                continue
+            check(r["n"] == "2", "%s %s %s: n=%s, not 2" % (s, v, m, r["n"]))
+            check(float(r["min"]) <= float(r["median"]) <= float(r["max"]),
+                  "%s %s %s: median outside min-max" % (s, v, m))
+            if v == "stock":
+                continue
+            want = {"-"} if m == "keys" else verdicts
+            check(r["verdict"] in want, "%s %s %s: verdict %r" % (s, v, m, r["verdict"]))
+            # two runs against two: the rank test cannot reach p < 0.05
+            check(m == "keys" or r["verdict"] == "within noise",
+                  "%s %s %s: %s from 2 runs" % (s, v, m, r["verdict"]))
+            if r["ratio"] and r["ci_low"]:
+                check(float(r["ci_low"]) <= float(r["ratio"]) <= float(r["ci_high"]),
+                      "%s %s %s: ratio outside its interval" % (s, v, m))
+
+# results.md: every row of every table has its spread, ratios and verdicts.
 md = open(os.path.join(out, "results.md")).read()
-for size in ("0.004", "0.008"):
-    assert "## %s GB" % size in md, "results.md has no table for %s GB" % size
-assert "| metric | stock | redis-afork | redis-afork / stock |" in md, "table header"
-m = json.load(open(os.path.join(out, "machine.json")))
-for k in ("kernel", "cpus", "mem_total_gib", "thp_enabled", "stock", "redis_afork"):
-    assert m.get(k) not in (None, "", "n/a"), "machine.json lacks " + k
+head = "| metric | stock | redis-afork | stock-peer | redis-afork / stock | verdict | stock-peer / stock | verdict |"
+spread = r"(n/a|[0-9.e+-]+ \[[0-9.e+-]+–[0-9.e+-]+\])"
+for s in sizes:
+    section = md.split("## %s GB" % s)[1].split("\n## ")[0]
+    check(head in section, "results.md %s GB: table header" % s)
+    rows = [l for l in section.splitlines() if l.startswith("| ") and "---" not in l][1:]
+    check(len(rows) >= len(need), "results.md %s GB: %d rows" % (s, len(rows)))
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        ok_row = (len(cells) == 8 and all(re.fullmatch(spread, c) for c in cells[1:4])
+                  and cells[5] in verdicts | {"-", "n/a"} and cells[7] in verdicts | {"-", "n/a"})
+        check(ok_row, "results.md row without spread or verdict: " + row)
+    check("| save max / control max (no-save run) |" in section, "no save/control max row")
+    check("| save p99 / control p99 (no-save run) |" in section, "no save/control p99 row")
+
+# The order changed between repetitions: runs.csv and the progress lines agree.
+runs = list(csv.DictReader(open(os.path.join(out, "runs.csv"))))
+check(len(runs) == 12 and all(r["status"] == "ok" for r in runs), "runs.csv: 12 ok runs")
+logged = {}
+for m in re.finditer(r"\] rep (\d)/2 +([0-9.]+) GB +(\S+) +populate$", log, re.M):
+    logged.setdefault((m.group(1), m.group(2)), []).append(m.group(3))
+for s in sizes:
+    order = {rep: [r["variant"] for r in sorted(runs, key=lambda r: int(r["seq"]))
+                   if r["rep"] == rep and r["size_gb"] == s] for rep in reps}
+    check(sorted(order["1"]) == sorted(variants), "rep 1 at %s GB ran %s" % (s, order["1"]))
+    check(order["1"] != order["2"], "same order in both repetitions at %s GB" % s)
+    for rep in reps:
+        check(logged.get((rep, s)) == order[rep], "progress lines and runs.csv disagree")
+
+# Peers that cannot be benchmarked are skipped and say why.
+mj = json.load(open(os.path.join(out, "machine.json")))
+sk = mj.get("skipped_peers", {})
+check("failed to start" in sk.get("broken", ""), "broken peer not reported: %s" % sk)
+check("EVALSHA" in sk.get("noscript", ""), "peer without EVALSHA not reported: %s" % sk)
+check("peer broken skipped" in md and "peer noscript skipped" in md, "skips not in results.md")
+
+# The machine, before and during the run.
+for k in ("kernel", "cpu", "cpus", "thp_enabled", "thp_defrag", "stock", "redis_afork"):
+    check(mj.get(k) not in (None, "", "n/a"), "machine.json lacks " + k)
+check(len(mj.get("before", {}).get("loadavg", [])) == 3, "no load average before the run")
+check("steal_pct_mean" in mj.get("before", {}), "no steal time before the run")
+check(mj.get("during", {}).get("samples", 0) > 0, "no samples during the run")
+check(mj.get("pretouch", {}).get("gib", 0) > 0, "memory not pre-touched")
+check(len(mj.get("source", {}).get("checkout", {}).get("commit", "")) == 40, "no commit")
+for text in ("## Machine", "THP enabled", "before the run: load average",
+             "during the run", "pre-touched", "variant order"):
+    check(text in md.split("## 0.004 GB")[0], "results.md's top lacks %r" % text)
+
+# Plots: real PNGs; timelines overlay every repetition of every server,
+# the plots vs size have a series per server over both sizes.
 for png in ("latency_timeline_0.004gb.png", "latency_timeline_0.008gb.png",
-            "fork_time_vs_size.png"):
+            "fork_time_vs_size.png", "client_latency_vs_size.png"):
     data = open(os.path.join(out, png), "rb").read()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", png + " is not a PNG"
+    check(data[:8] == b"\x89PNG\r\n\x1a\n", png + " is not a PNG")
     w, h = struct.unpack(">II", data[16:24])
-    assert w >= 600 and h >= 400 and len(data) > 10000, png + " is too small"
-print("ok")
+    check(w >= 600 and h >= 400 and len(data) > 10000, png + " is too small")
+plots = {p["file"]: p["series"] for p in json.load(open(os.path.join(out, "plots.json")))}
+for s in sizes:
+    lines = {(x["variant"], x["rep"]) for x in plots["latency_timeline_%sgb.png" % s]
+             if x["points"] > 0}
+    check(lines == {(v, int(r)) for v in variants for r in reps},
+          "timeline %s GB overlays %s" % (s, sorted(lines)))
+    check(all(x["fork_aligned"] for x in plots["latency_timeline_%sgb.png" % s]),
+          "timeline %s GB: not every line aligned on the fork (server log)" % s)
+for name, metric in (("fork_time_vs_size.png", "idle_fork_ms_median"),
+                     ("client_latency_vs_size.png", "save_max_ms")):
+    got = {x["variant"] for x in plots[name] if x["metric"] == metric and x["points"] == 2}
+    check(got == set(variants), "%s: error-bar series for %s" % (name, sorted(got)))
+
+print("\n".join(problems) if problems else "ok")
+sys.exit(1 if problems else 0)
 PY
 ); then
-    ok "bench outputs exist and parse (results.csv, results.md, machine.json, plots)"
+    ok "every figure has its spread, ratio and verdict; the order changed; peers; machine; plots"
 else
     err "bench outputs" "$check"
 fi
 
-expect_fail "bench refuses a size that does not fit, saying what it needs" \
-    'size 100000 GB does not fit: it needs [0-9.]+ GiB .* [0-9.]+ GiB is available' \
-    "$top/bench/run.sh" --sizes 100000 --out "$work/refused"
+# tables.py: refuses a -dirty folder and unequal key counts unless allowed,
+# regenerates and checks a marked block from committed results only.
+tables=$top/bench/tables.py
+repo=$work/repo
+mkdir -p "$repo/res"
+cp "$out"/{results.csv,machine.json,runs.csv} "$repo/res/"
+python3 - "$repo/res" <<'PY'
+import json, sys
+p = sys.argv[1] + "/machine.json"
+m = json.load(open(p))
+m["dirty"] = False
+m["source"]["checkout"]["describe"] = "abc1234"
+json.dump(m, open(p, "w"))
+PY
+printf '# t\n\n<!-- bench-tables: res -->\nstale\n<!-- /bench-tables -->\n' >"$repo/README.md"
+expect_fail "tables.py refuses results that are not committed" 'res: not committed' \
+    python3 "$tables" --update "$repo/README.md"
+git -C "$repo" init -q && git -C "$repo" add -A &&
+    git -C "$repo" -c user.name=t -c user.email=t@localhost commit -qm results
+if python3 "$tables" --update "$repo/README.md" &&
+        grep -qE '^\| 0.008 GB \| stock \| redis-afork \| stock-peer \|' "$repo/README.md" &&
+        grep -qE '^\| save max / control max .*\] \| .*within noise' "$repo/README.md" &&
+        ! grep -q stale "$repo/README.md"; then
+    ok "tables.py --update fills README's block with spreads and verdicts"
+else
+    err "tables.py --update" "$(cat "$repo/README.md")"
+fi
+expect_ok "tables.py --check accepts the block it made" python3 "$tables" --check "$repo/README.md"
+sed -i 's/within noise/better/' "$repo/README.md"
+expect_fail "tables.py --check notices a hand-edited table" 'differ from the committed results' \
+    python3 "$tables" --check "$repo/README.md"
+cp -r "$repo/res" "$work/dirty"
+sed -i 's/"dirty": false/"dirty": true/' "$work/dirty/machine.json"
+expect_fail "tables.py refuses -dirty results" 'uncommitted changes' \
+    python3 "$tables" "$work/dirty"
+sed -i '0,/,keys,/s/\(,keys,\)[0-9.]*/\11/' "$repo/res/results.csv"
+expect_fail "tables.py refuses unequal key counts" 'key counts differ' \
+    python3 "$tables" "$repo/res"
+expect_ok "README's benchmark tables are what tables.py makes of the committed results" \
+    python3 "$tables" --check "$top/README.md"
+
+expect_fail "bench refuses a size that does not fit, for its largest variant" \
+    'size 100000 GB does not fit: it needs [0-9.]+ GiB .*big, the largest variant.* [0-9.]+ GiB is available' \
+    "$top/bench/run.sh" --sizes 100000 --peer "big=$stock/src/redis-server" --out "$work/refused"
 if [ -e "$work/refused" ]; then
     err "refused bench writes nothing" "$work/refused was created"
 else
@@ -71,4 +218,6 @@ else
 fi
 expect_fail "bench rejects sizes that are not numbers" 'error: --sizes: .1 lots. is not' \
     "$top/bench/run.sh" --sizes "1 lots" --out "$work/bad"
+expect_fail "bench rejects REPEAT=0" 'error: --repeat' \
+    "$top/bench/run.sh" --repeat 0 --out "$work/bad"
 exit $status

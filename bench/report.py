@@ -1,0 +1,366 @@
+"""report.py -- make bench's tables: every figure over its repetitions.
+
+  read()        a results folder: results.csv (one row per size, variant,
+                repetition and metric; older folders without a rep column
+                count as one repetition), machine.json, runs.csv
+  summarize()   per size, variant and metric: median, min-max and quartiles
+                over the repetitions; against the baseline (stock): ratio of
+                the medians, its 95% bootstrap interval, the rank test's p and
+                the verdict (stats.py)
+  write()       summary.csv and results.md of a results folder
+  problems()    what makes a folder unfit to publish (uncommitted changes,
+                key counts that differ between servers of a size)
+
+tables.py builds README's tables from the same summaries.
+"""
+import collections
+import csv
+import json
+import os
+import shlex
+
+import stats
+
+Results = collections.namedtuple("Results", "outdir values sizes variants baseline machine runs")
+
+# metric -> label; the order of the tables.
+LABELS = [
+    ("used_memory_mb", "dataset (used_memory, MB)"),
+    ("keys", "keys"),
+    ("idle_fork_ms_median", "idle fork, parent blocked (ms, median of the idle saves)"),
+    ("idle_fork_ms_max", "idle fork, parent blocked (ms, max of the idle saves)"),
+    ("idle_child_ready_ms_median", "idle fork, child ready (ms)"),
+    ("idle_save_s", "idle save duration (s)"),
+    ("idle_cow_mb", "idle COW (MB)"),
+    ("nosave_rps", "no save: SET throughput (req/s)"),
+    ("nosave_p50_ms", "no save: p50 (ms)"),
+    ("nosave_p99_ms", "no save: p99 (ms)"),
+    ("nosave_p999_ms", "no save: p99.9 (ms)"),
+    ("nosave_max_ms", "no save: max (ms)"),
+    ("nosave_gaps_over_1ms", "no save: PING gaps > 1 ms"),
+    ("nosave_max_gap_ms", "no save: longest PING gap (ms)"),
+    ("save_fork_ms", "under load: fork, parent blocked (ms)"),
+    ("save_save_s", "under load: save duration (s)"),
+    ("save_cow_mb", "under load: COW (MB)"),
+    ("save_rps", "with save: SET throughput (req/s)"),
+    ("save_p50_ms", "with save: p50 (ms)"),
+    ("save_p99_ms", "with save: p99 (ms)"),
+    ("save_p999_ms", "with save: p99.9 (ms)"),
+    ("save_max_ms", "with save: max (ms)"),
+    ("save_vs_control_max", "save max / control max (no-save run)"),
+    ("save_vs_control_p99", "save p99 / control p99 (no-save run)"),
+    ("save_gaps_over_1ms", "during save: PING gaps > 1 ms"),
+    ("save_max_gap_ms", "during save: longest PING gap (ms)"),
+    ("save_total_gap_ms", "during save: sum of PING gaps > 1 ms (ms)"),
+    ("first_fork_ms", "first fork, idle (ms)"),
+    ("steady_fork_ms_median", "steady state: fork, parent blocked (ms, median of rounds 2+)"),
+    ("steady_fork_ms_max", "steady state: fork, parent blocked (ms, max of rounds 2+)"),
+    ("steady_max_ms_median", "steady state: client max during the save (ms, median of rounds 2+)"),
+    ("steady_p99_ms_median", "steady state: client p99 during the save (ms, median of rounds 2+)"),
+    ("peak_rss_mb", "peak RSS of the server (MB)"),
+    ("rss_mb", "RSS at the end (MB)"),
+    ("fragmentation_ratio", "fragmentation ratio (RSS / used)"),
+]
+
+ROUND_LABELS = [
+    ("fork_ms", "fork, parent blocked (ms)"), ("max_ms", "with save: max (ms)"),
+    ("p999_ms", "with save: p99.9 (ms)"), ("p99_ms", "with save: p99 (ms)"),
+    ("rps", "with save: throughput (req/s)"), ("cow_mb", "COW (MB)"),
+    ("save_s", "save duration (s)"), ("collapse_wait_s", "re-collapse after the save (s)"),
+    ("huge_after_mb", "huge after the re-collapse (MB)"),
+]
+
+SUMMARY_FIELDS = ["size_gb", "variant", "metric", "n", "median", "min", "max", "q1", "q3",
+                  "ratio", "ci_low", "ci_high", "p", "verdict"]
+
+
+# ---------------------------------------------------------------- reading
+
+def fmt_size(size):
+    return "%g" % size
+
+
+def fmt_value(v):
+    """A figure for results.csv."""
+    if isinstance(v, float):
+        return "%.3f" % v if abs(v) >= 1 else "%.6g" % v
+    return str(v)
+
+
+def read_json(path, default=None):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError:
+        return default
+
+
+def read_runs(outdir):
+    path = os.path.join(outdir, "runs.csv")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def read(outdir):
+    """A results folder as Results; values[(size, variant, metric)] lists
+    one value per repetition, in repetition order."""
+    values, sizes, seen = {}, [], []
+    with open(os.path.join(outdir, "results.csv")) as f:
+        rows = list(csv.DictReader(f))
+    rows.sort(key=lambda r: int(r.get("rep") or 1))
+    for r in rows:
+        size = float(r["size_gb"])
+        values.setdefault((size, r["variant"], r["metric"]), []).append(float(r["value"]))
+        if size not in sizes:
+            sizes.append(size)
+        if r["variant"] not in seen:
+            seen.append(r["variant"])
+    m = read_json(os.path.join(outdir, "machine.json"), {})
+    variants = [v for v in m.get("variants", {}) if v in seen]
+    variants += [v for v in seen if v not in variants]
+    baseline = m.get("baseline") or ("stock" if "stock" in variants else variants[0])
+    if baseline not in variants:
+        baseline = variants[0]
+    return Results(outdir, values, sizes, variants, baseline, m, read_runs(outdir))
+
+
+# ---------------------------------------------------------------- summaries
+
+def summarize(res, metrics=None):
+    """(size, variant, metric) -> spread, plus ratio/ci/p/verdict against
+    the baseline for the other variants."""
+    out = {}
+    for (size, variant, metric), vals in res.values.items():
+        if metrics is not None and metric not in metrics:
+            continue
+        s = stats.spread(vals)
+        base = res.values.get((size, res.baseline, metric))
+        if variant != res.baseline and base:
+            seed = "%s|%s|%s" % (fmt_size(size), variant, metric)
+            s.update(stats.compare(vals, base, stats.direction(metric), seed))
+        out[(size, variant, metric)] = s
+    return out
+
+
+def all_labels(res):
+    """The fixed labels, then one block per steady-state round."""
+    labels = list(LABELS)
+    rounds = sorted({int(m[5:].split("_")[0]) for (_, _, m) in res.values
+                     if m.startswith("round")})
+    for rnd in rounds:
+        labels += [("round%d_%s" % (rnd, k), "round %d: %s" % (rnd, text))
+                   for k, text in ROUND_LABELS]
+    return labels
+
+
+def fmt_num(x):
+    if x is None:
+        return "n/a"
+    if abs(x) >= 1000 or float(x).is_integer() and abs(x) >= 10:
+        return "%.0f" % x
+    if abs(x) >= 10:
+        return "%.1f" % x
+    if abs(x) >= 0.1 or x == 0:
+        return "%.2f" % x
+    return "%.2g" % x
+
+
+def fmt_spread(s):
+    """median [min–max] (the median alone for one repetition)."""
+    if s is None:
+        return "n/a"
+    if s["n"] < 2:
+        return fmt_num(s["median"])
+    return "%s [%s–%s]" % (fmt_num(s["median"]), fmt_num(s["min"]), fmt_num(s["max"]))
+
+
+def fmt_ratio(s):
+    """ratio (low–high)."""
+    if s is None or s.get("ratio") is None:
+        return "n/a"
+    if s.get("ci") is None:
+        return "%.2f" % s["ratio"]
+    return "%.2f (%.2f–%.2f)" % (s["ratio"], s["ci"][0], s["ci"][1])
+
+
+def table(res, summary, size, labels):
+    """One markdown table: a column per variant, then ratio and verdict per
+    variant other than the baseline."""
+    others = [v for v in res.variants if v != res.baseline]
+    variants = [res.baseline] + others
+    head = ["metric"] + variants
+    for v in others:
+        head += ["%s / %s" % (v, res.baseline), "verdict"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for metric, label in labels:
+        cells = [summary.get((size, v, metric)) for v in variants]
+        if all(c is None for c in cells):
+            continue
+        row = [label] + [fmt_spread(c) for c in cells]
+        for c in cells[1:]:
+            row += [fmt_ratio(c), c.get("verdict", "n/a") if c else "n/a"]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+# ---------------------------------------------------------------- checks
+
+def unequal_keys(res):
+    """{size: {variant: sorted key counts}} where servers of a size differ."""
+    out = {}
+    for size in res.sizes:
+        counts = {v: sorted({int(x) for x in res.values.get((size, v, "keys"), [])})
+                  for v in res.variants}
+        counts = {v: c for v, c in counts.items() if c}
+        if len({x for c in counts.values() for x in c}) > 1:
+            out[size] = counts
+    return out
+
+
+def commit_of(m):
+    return (m.get("source", {}).get("checkout", {}).get("describe")
+            or m.get("redis_afork_commit", "n/a"))
+
+
+def is_dirty(m):
+    return bool(m.get("dirty")) or commit_of(m).endswith("-dirty")
+
+
+def problems(res):
+    """Sentences saying why a folder should not be published as it is."""
+    out = []
+    if is_dirty(res.machine):
+        out.append("taken on uncommitted changes (%s)" % commit_of(res.machine))
+    for size, counts in unequal_keys(res).items():
+        out.append("key counts differ between servers at %s GB (%s)" % (
+            fmt_size(size), "; ".join("%s %s" % (v, "/".join(map(str, c)))
+                                      for v, c in counts.items())))
+    return out
+
+
+def repetitions(res):
+    return max((len(v) for v in res.values.values()), default=0)
+
+
+def orders_run(res):
+    """rep -> variants in the order they ran at the first size (runs.csv)."""
+    out = {}
+    first = fmt_size(res.sizes[0]) if res.sizes else None
+    for r in sorted(res.runs, key=lambda r: int(r["seq"])):
+        if r["size_gb"] == first:
+            out.setdefault(int(r["rep"]), []).append(r["variant"])
+    return out
+
+
+# ---------------------------------------------------------------- results.md
+
+def machine_lines(m):
+    """The machine block at the top of results.md."""
+    virt = m.get("virtualization") or {}
+    lines = ["- kernel %s, %s x %s, VM: %s, container: %s; %s GiB RAM (%s available), "
+             "swap %s GiB" % (m.get("kernel"), m.get("cpus"), m.get("cpu"),
+                              virt.get("vm", "n/a"), virt.get("container", "n/a"),
+                              m.get("mem_total_gib"), m.get("mem_available_gib", "n/a"),
+                              m.get("swap_total_gib", "n/a")),
+             "- THP enabled `%s`, defrag `%s`, khugepaged defrag `%s`; overcommit_memory %s"
+             % (m.get("thp_enabled"), m.get("thp_defrag"),
+                m.get("thp_khugepaged_defrag", "n/a"), m.get("overcommit_memory", "n/a"))]
+    b = m.get("before")
+    if b:
+        lines.append("- before the run: load average %s; other processes used %.2f CPUs, "
+                     "steal %.1f%%" % (" / ".join("%.2f" % x for x in b["loadavg"]),
+                                       b.get("others_cpus_mean", 0), b.get("steal_pct_mean", 0)))
+    d = m.get("during")
+    if d and d.get("samples"):
+        lines.append("- during the run (%d samples, 1/s): other processes used %.2f CPUs on "
+                     "average (max %.2f); steal %.1f%% (max %.1f%%); load average up to %.2f"
+                     % (d["samples"], d["others_cpus_mean"], d["others_cpus_max"],
+                        d["steal_pct_mean"], d["steal_pct_max"], d["load1_max"]))
+    p = m.get("pretouch")
+    if p:
+        lines.append("- memory pre-touched once before the run: %.2f GiB in %.2f s"
+                     % (p["gib"], p["seconds"]))
+    for w in m.get("warnings", []):
+        lines.append("- **warning**: " + w)
+    return lines
+
+
+def server_lines(res):
+    m = res.machine
+    src = m.get("source", {})
+    lines = ["- stock `%s`; redis-afork `%s`" % (m.get("stock"), m.get("redis_afork"))]
+    for name, p in m.get("peers", {}).items():
+        command = " ".join([p["binary"]] + [shlex.quote(a) for a in p["args"]])
+        lines.append("- peer %s: `%s` (`%s`)" % (name, command, p.get("version", "n/a")))
+    lines.append("- source: checkout %s, redis-afork tree %s, stock tree %s"
+                 % (commit_of(m), src.get("afork_tree", {}).get("describe", "n/a"),
+                    src.get("stock_tree", {}).get("describe", "n/a")))
+    n = repetitions(res)
+    lines.append("- %d repetition%s; variant order (%s%s): %s" % (
+        n, "" if n == 1 else "s", m.get("order", "n/a"),
+        ", seed %s" % m.get("seed") if m.get("order") == "random" else "",
+        "; ".join("%d: %s" % (rep, " ".join(o)) for rep, o in sorted(orders_run(res).items()))
+        or "n/a"))
+    for name, why in m.get("skipped_peers", {}).items():
+        lines.append("- peer %s skipped: %s" % (name, why))
+    for name, why in m.get("failed_peers", {}).items():
+        lines.append("- peer %s failed, later runs dropped: %s" % (name, why))
+    lines.append("- values %s bytes, load runs ~%s s: `redis-benchmark -t set -r <keys> -d %s "
+                 "-c 50 -P 4`; %s idle saves" % (m.get("value_size"), m.get("load_seconds"),
+                                                m.get("value_size"), m.get("idle_saves", 3)))
+    return lines
+
+
+HOW_TO_READ = """Each cell: median [min–max] over the repetitions. Ratio: the variant's
+median / {base}'s median, with a 95% bootstrap interval. Verdict: better or
+worse when a rank-sum test gives p < 0.05 and the interval excludes 1, else
+within noise; with fewer than 4 repetitions no difference can reach p < 0.05.
+"save max / control max" divides client latency during the save by the same
+server's no-save run of the same repetition: near 1, the save is lost in
+the machine's own noise."""
+
+
+def markdown(res, summary):
+    m = res.machine
+    lines = ["# Fork cost (%s scenario): %s side by side"
+             % (m.get("scenario", "fork"), ", ".join(res.variants)), ""]
+    for p in problems(res):
+        lines += ["**Not fit to publish: %s.**" % p, ""]
+    lines += ["## Machine", ""] + machine_lines(m) + [""]
+    lines += ["## Servers and runs", ""] + server_lines(res) + [""]
+    lines += [HOW_TO_READ.format(base=res.baseline), ""]
+    labels = all_labels(res)
+    for size in res.sizes:
+        lines += ["## %s GB" % fmt_size(size), ""] + table(res, summary, size, labels)
+        outlasted = [v for v in res.variants
+                     if any(res.values.get((size, v, "save_outlasted_load"), []))]
+        if outlasted:
+            lines += ["", "Note: the save outlasted the load for %s in some repetitions; "
+                      "raise --load-seconds." % ", ".join(outlasted)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_summary_csv(summary, path):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(SUMMARY_FIELDS)
+        for (size, variant, metric), s in summary.items():
+            ci = s.get("ci") or (None, None)
+            row = [fmt_size(size), variant, metric, s["n"]]
+            row += [fmt_value(s[k]) for k in ("median", "min", "max", "q1", "q3")]
+            row += ["" if x is None else fmt_value(x) for x in (s.get("ratio"),) + tuple(ci)]
+            row += ["" if s.get("p") is None else "%.4f" % s["p"], s.get("verdict", "")]
+            w.writerow(row)
+
+
+def write(outdir):
+    """summary.csv and results.md from the folder's raw figures."""
+    res = read(outdir)
+    summary = summarize(res)
+    write_summary_csv(summary, os.path.join(outdir, "summary.csv"))
+    with open(os.path.join(outdir, "results.md"), "w") as f:
+        f.write(markdown(res, summary))
+    return res, summary

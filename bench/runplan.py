@@ -1,0 +1,123 @@
+"""runplan.py -- which server runs when in make bench, and how long the rest takes.
+
+  variant_orders()  the order of the variants in each repetition: rotated
+                    (ABC, BCA, CAB, then the reversed rotations CBA, BAC, ACB,
+                    and again), or shuffled with a seed that bench.py prints;
+                    two repetitions in a row never share an order (unless
+                    there is one variant), so no variant always runs first,
+                    last, or right after the same neighbour;
+  plan_runs()       every run in order: repetitions outermost, then sizes,
+                    then the variants in that repetition's order;
+  Estimate          the time left, for the progress lines. A run's duration
+                    is first taken from a model of its phases (model_seconds:
+                    populate, idle saves, calibration, load runs, with the
+                    seconds per GB measured on this project's 2-core VM);
+                    once runs finish, every remaining estimate is scaled by
+                    (time the finished runs took) / (what the model said for
+                    them), so the estimate follows the machine it runs on.
+"""
+import collections
+import random
+
+Run = collections.namedtuple("Run", "seq rep size variant position")
+
+# Seconds per GB of dataset, from bench/results/fork-1-4 (256-byte values,
+# THP madvise, 2 cores): an idle BGSAVE took 4.2 s at 1 GB, 17.8 s at 4 GB.
+SAVE_S_PER_GB = 4.4
+# Filling the keyspace with the Lua script (about 2.6 million keys per GB).
+POPULATE_S_PER_GB = 5.0
+# Steady scenario: the re-collapse after each save (fork-thp-collapse-rate
+# 256 MB/s at most, usually far less to do).
+COLLAPSE_S_PER_GB = 1.0
+# Server start and stop, INFO, the probe's start and tail, per run.
+SETUP_S = 4.0
+PROBE_S = 0.6
+
+
+def rotations(seq):
+    return [seq[k:] + seq[:k] for k in range(len(seq))]
+
+
+def variant_orders(variants, repeat, how="rotate", seed=0):
+    """One list of variants per repetition."""
+    variants = list(variants)
+    if how == "random":
+        return shuffled_orders(variants, repeat, seed)
+    cycle = []
+    for order in rotations(variants) + rotations(variants[::-1]):
+        if order not in cycle:
+            cycle.append(order)
+    return [cycle[r % len(cycle)] for r in range(repeat)]
+
+
+def shuffled_orders(variants, repeat, seed):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(repeat):
+        order = list(variants)
+        rng.shuffle(order)
+        while len(variants) > 1 and out and order == out[-1]:
+            rng.shuffle(order)
+        out.append(order)
+    return out
+
+
+def plan_runs(sizes, orders):
+    """Every Run, in the order they happen."""
+    runs = []
+    for rep, order in enumerate(orders, 1):
+        for size in sizes:
+            for pos, variant in enumerate(order, 1):
+                runs.append(Run(len(runs) + 1, rep, size, variant, pos))
+    return runs
+
+
+def model_seconds(run, args):
+    """What one run should take by the model (see the module's comment)."""
+    save = SAVE_S_PER_GB * run.size
+    load = max(args.load_seconds, 3.0 * save) + PROBE_S
+    base = SETUP_S + POPULATE_S_PER_GB * run.size + args.calibrate_seconds
+    if args.scenario == "steady":
+        return (base + save + (args.rounds + 1) * load
+                + args.rounds * COLLAPSE_S_PER_GB * run.size)
+    return base + args.idle_saves * save + 2 * load
+
+
+class Estimate:
+    """Time left in a plan, from the model scaled by the finished runs."""
+
+    def __init__(self, runs, args):
+        self.model = [model_seconds(r, args) for r in runs]
+        self.took = {}
+
+    def finished(self, run, seconds):
+        self.took[run.seq] = seconds
+
+    def scale(self):
+        if not self.took:
+            return 1.0
+        return sum(self.took.values()) / sum(self.model[s - 1] for s in self.took)
+
+    def total(self):
+        return self.scale() * sum(self.model)
+
+    def left(self, run=None, elapsed=0.0):
+        """Seconds left when `run` has been going for `elapsed` seconds."""
+        s = self.scale()
+        if run is None:
+            return s * sum(self.model[i] for i in range(len(self.model))
+                           if i + 1 not in self.took)
+        current = max(0.0, s * self.model[run.seq - 1] - elapsed)
+        return current + s * sum(self.model[run.seq:])
+
+
+def fmt_duration(seconds):
+    """1h 05m, 12m 30s, 45s."""
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    if h:
+        return "%dh %02dm" % (h, m)
+    if m:
+        return "%dm %02ds" % (m, s)
+    return "%ds" % s
