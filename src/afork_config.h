@@ -1,12 +1,17 @@
 /* afork_config.h -- redis-afork's rows of the config table.
  *
  * Included by config.c just before static_configs[]; AFORK_CONFIGS is
- * expanded inside that table. Values live in our own globals (afork.h).
+ * expanded inside that table. Each value lives with the module that owns
+ * it (afork_window.h, afork_thp.h; afork.h for fork-probe-root), and the
+ * apply functions are afork.c's.
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #ifndef AFORK_CONFIG_H
 #define AFORK_CONFIG_H
+
+#include "afork_window.h"
+#include "afork_thp.h"
 
 static configEnum afork_quiet_window_enum[] = {
     {"auto", AFORK_QUIET_AUTO},
@@ -14,12 +19,6 @@ static configEnum afork_quiet_window_enum[] = {
     {"no", AFORK_QUIET_NO},
     {NULL, 0}
 };
-
-static int aforkApplyProbeRoot(const char **err) {
-    UNUSED(err);
-    aforkKernelRefresh();
-    return 1;
-}
 
 #define AFORK_CONFIGS \
     createEnumConfig("fork-quiet-window", NULL, MODIFIABLE_CONFIG, afork_quiet_window_enum, afork_quiet_window_mode, AFORK_QUIET_AUTO, NULL, NULL), \
