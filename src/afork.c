@@ -193,9 +193,10 @@ void aforkBackgroundWait(void) {
     aforkWindowBackgroundWait();
 }
 
-/* bugReportStart: write the held log lines before the report. */
+/* bugReportStart, perhaps in a signal handler: only the held log lines
+ * are written (async-signal-safe), before the report. */
 void aforkBugReport(void) {
-    aforkWindowEnd();
+    aforkWindowCrash();
 }
 
 /* ------------------------------------------------------ reports */

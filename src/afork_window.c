@@ -40,6 +40,9 @@
 #include "bio.h"
 #include <fcntl.h>
 
+/* server.c's fork- and signal-safe localtime (localtime.c). */
+void nolocks_localtime(struct tm *tmp, time_t t, time_t tz, int dst);
+
 /* Config (afork_config.h rows). */
 int afork_quiet_window_mode = AFORK_QUIET_AUTO;
 int afork_quiet_window_timeout_ms = 1000;
@@ -86,6 +89,7 @@ typedef struct {
 
 static deferredLine log_ring[AFORK_LOG_RING];
 static int log_ring_used = 0;
+static int log_ring_next = 0;           /* next line to write when replaying */
 static long long log_ring_dropped = 0;  /* in the current window */
 static int log_replaying = 0;           /* flushing: serverLogRaw must write */
 static struct timeval log_replay_tv;
@@ -119,15 +123,95 @@ void aforkWindowLogTime(struct timeval *tv) {
 
 static void flushDeferredLogs(void) {
     log_replaying = 1;
-    for (int i = 0; i < log_ring_used; i++) {
-        log_replay_tv = log_ring[i].tv;
-        serverLogRaw(log_ring[i].level, log_ring[i].msg);
+    for (log_ring_next = 0; log_ring_next < log_ring_used; log_ring_next++) {
+        deferredLine *l = &log_ring[log_ring_next];
+        log_replay_tv = l->tv;
+        serverLogRaw(l->level, l->msg);
     }
-    log_ring_used = 0;
+    log_ring_used = log_ring_next = 0;
     log_replaying = 0;
     if (log_ring_dropped) {
         serverLog(LL_WARNING, "Fork quiet window: %lld log lines were lost "
                   "(the ring holds %d lines)", log_ring_dropped, AFORK_LOG_RING);
+        log_ring_dropped = 0;
+    }
+}
+
+/* Append s to buf at *off, within size (one byte is kept for the NUL). */
+static void crashAppend(char *buf, size_t size, size_t *off, const char *s) {
+    size_t len = strlen(s);
+    if (len > size - 1 - *off) len = size - 1 - *off;
+    memcpy(buf + *off, s, len);
+    *off += len;
+    buf[*off] = '\0';
+}
+
+/* n as at least width decimal digits (zero-padded) at *off. */
+static void crashAppendNum(char *buf, size_t size, size_t *off, long long n, int width) {
+    char digits[32];
+    int len = ll2string(digits, sizeof(digits), n);
+    while (len++ < width) crashAppend(buf, size, off, "0");
+    crashAppend(buf, size, off, digits);
+}
+
+/* A held line as serverLogRaw() writes it ("pid:M 21 Nov 2026 21:49:23.547
+ * * msg"), built with async-signal-safe code only: no stdio, no strftime. */
+static void crashFormatLine(char *buf, size_t size, const deferredLine *l) {
+    static const char *months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    size_t off = 0;
+    struct tm tm;
+    int daylight_active;
+    char role = server.sentinel_mode ? 'X' : server.masterhost ? 'S' : 'M';
+    char level[3] = {".-*#"[(l->level & 0xff) & 3], ' ', '\0'};
+
+    buf[0] = '\0';
+    if (l->level & LL_RAW) {
+        crashAppend(buf, size, &off, l->msg);
+        return;
+    }
+    atomicGet(server.daylight_active, daylight_active);
+    nolocks_localtime(&tm, l->tv.tv_sec, server.timezone, daylight_active);
+    crashAppendNum(buf, size, &off, getpid(), 0);
+    char sep[4] = {':', role, ' ', '\0'};
+    crashAppend(buf, size, &off, sep);
+    crashAppendNum(buf, size, &off, tm.tm_mday, 2);
+    crashAppend(buf, size, &off, " ");
+    crashAppend(buf, size, &off, months[tm.tm_mon % 12]);
+    crashAppend(buf, size, &off, " ");
+    crashAppendNum(buf, size, &off, tm.tm_year + 1900, 4);
+    crashAppend(buf, size, &off, " ");
+    crashAppendNum(buf, size, &off, tm.tm_hour, 2);
+    crashAppend(buf, size, &off, ":");
+    crashAppendNum(buf, size, &off, tm.tm_min, 2);
+    crashAppend(buf, size, &off, ":");
+    crashAppendNum(buf, size, &off, tm.tm_sec, 2);
+    crashAppend(buf, size, &off, ".");
+    crashAppendNum(buf, size, &off, l->tv.tv_usec / 1000, 3);
+    crashAppend(buf, size, &off, " ");
+    crashAppend(buf, size, &off, level);
+    crashAppend(buf, size, &off, l->msg);
+    crashAppend(buf, size, &off, "\n");
+}
+
+/* The crash report: write the lines not written yet with open/write only
+ * (serverLogRawFromHandler), in order and with their own timestamps. */
+static void crashFlushDeferredLogs(void) {
+    static char line[LOG_MAX_LEN + 64];
+    for (int i = log_ring_next; i < log_ring_used; i++) {
+        crashFormatLine(line, sizeof(line), &log_ring[i]);
+        serverLogRawFromHandler(log_ring[i].level | LL_RAW, line);
+    }
+    log_ring_used = log_ring_next = 0;
+    if (log_ring_dropped) {
+        size_t off = 0;
+        line[0] = '\0';
+        crashAppend(line, sizeof(line), &off, "Fork quiet window: ");
+        crashAppendNum(line, sizeof(line), &off, log_ring_dropped, 0);
+        crashAppend(line, sizeof(line), &off, " log lines were lost (the ring holds ");
+        crashAppendNum(line, sizeof(line), &off, AFORK_LOG_RING, 0);
+        crashAppend(line, sizeof(line), &off, " lines)");
+        serverLogRawFromHandler(LL_WARNING, line);
         log_ring_dropped = 0;
     }
 }
@@ -356,9 +440,23 @@ int aforkWindowOpen(void) {
     return win.open;
 }
 
-/* Crash report, shutdown, exit: write what the window holds, now. */
+/* Shutdown, exit: close the window and write what it holds, now. */
 void aforkWindowEnd(void) {
     windowClose(AFORK_WINDOW_ABORT);
+}
+
+/* bugReportStart, perhaps inside a signal handler: write the held lines
+ * before the report and hold no more, with async-signal-safe calls only.
+ * No mallctl, no purge: the allocator may be what crashed, and the process
+ * is about to die with its decay settings. The first caller does it. */
+void aforkWindowCrash(void) {
+    static redisAtomic int claimed = 0;
+    int was;
+    atomicGetIncr(claimed, was, 1);
+    if (was) return;
+    win.open = 0;
+    atomicSet(quiet_now, 0);
+    crashFlushDeferredLogs();
 }
 
 /* Startup. on_ready gets the child's ready message, after the window. */

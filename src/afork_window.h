@@ -35,6 +35,7 @@ void aforkWindowLogTime(struct timeval *tv);
 int aforkWindowPurgeHeld(void);
 void aforkWindowBackgroundWait(void);
 void aforkWindowEnd(void);
+void aforkWindowCrash(void);
 void aforkWindowReset(void);
 sds aforkWindowInfo(sds info, int enabled);
 
