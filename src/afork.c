@@ -247,6 +247,13 @@ pid_t aforkSpawnScript(char **argv) {
     return aforkSpawnProcess(argv);
 }
 
+/* CONFIG SET fork-thp-collapse-rate. */
+int aforkApplyCollapseRate(const char **err) {
+    UNUSED(err);
+    aforkThpConfigChanged();
+    return 1;
+}
+
 /* CONFIG SET fork-probe-root: probe the new root now, unless a quiet window
  * is open (the next periodic probe does it then). */
 int aforkApplyProbeRoot(const char **err) {

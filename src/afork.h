@@ -55,5 +55,6 @@ pid_t aforkSpawnScript(char **argv);
 /* Config owned by afork.c (afork_config.h rows and their apply functions). */
 extern char *afork_probe_root;
 int aforkApplyProbeRoot(const char **err);
+int aforkApplyCollapseRate(const char **err);
 
 #endif /* AFORK_H */

@@ -92,6 +92,7 @@ static struct {
 } thp = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static redisAtomic int collapse_allowed = 0;   /* no child, no window */
+static redisAtomic int collapse_rate_mb = 256; /* the thread's copy of the config */
 static redisAtomic long long slow_loop_ms = 0; /* when the loop was last slow */
 static redisAtomic long long st_passes, st_ranges, st_failures, st_pauses, st_usec;
 static redisAtomic long long st_huge_before = -1, st_huge_after = -1;
@@ -235,7 +236,8 @@ static int waitAllowed(void) {
 
 /* Sleep as needed to keep the pass at or below the rate. */
 static void rateLimit(long long start_us, long long bytes) {
-    int rate = afork_thp_collapse_rate_mb;
+    int rate;
+    atomicGet(collapse_rate_mb, rate);
     if (rate <= 0) return;
     long long due_us = bytes * 1000000LL / ((long long)rate << 20);
     long long ahead = due_us - (ustime() - start_us);
@@ -373,8 +375,15 @@ static int pagemapScanWorks(int pm) {
     return scanRange(pm, (uint64_t)(uintptr_t)probe & ~(HUGE_SIZE - 1), &resident, &huge) == 0;
 }
 
+/* CONFIG SET fork-thp-collapse-rate: hand the new rate to the thread, which
+ * reads it atomically (config.c writes the int the main thread reads). */
+void aforkThpConfigChanged(void) {
+    atomicSet(collapse_rate_mb, afork_thp_collapse_rate_mb);
+}
+
 /* Startup: start the collapse thread when it has work to do. */
 void aforkThpInit(void) {
+    aforkThpConfigChanged();
     snprintf(thp.collapse_state, sizeof(thp.collapse_state), "off");
     if (!thp.heap) return;
     if (!aforkLinuxAtLeast(6, 1)) {

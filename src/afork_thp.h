@@ -16,6 +16,7 @@ extern int afork_thp_collapse_rate_mb;
 void aforkThpHeapSetup(void);
 int aforkThpHeapWanted(void);
 void aforkThpInit(void);
+void aforkThpConfigChanged(void);
 void aforkThpForkStarting(void);
 void aforkThpLoopSample(long long usec, int window_open);
 void aforkThpChildGone(void);
