@@ -2,8 +2,8 @@
 #
 # Upstream Redis is never committed here: upstream/fetch.sh downloads the
 # pinned source (upstream/pin), upstream/tree.sh turns it into a git tree in
-# build/ with Debian's security fixes and our patches/ applied, and the
-# upstream Makefile builds it. See README.md.
+# build/ with the security layer (Debian's fixes, patches/security/) and our
+# patches/ applied, and the upstream Makefile builds it. See README.md.
 
 include upstream/pin
 export REDIS_TARBALL REDIS_DEBIAN_TARBALL AFORK_APT_URI AFORK_CACHE
@@ -33,7 +33,7 @@ build: tree
 	@$(MAKE) -C $(TREE) -j$(JOBS) $(REDIS_MAKE_FLAGS)
 	@echo "redis-afork built: $(TREE)/src/redis-server"
 
-# Unpatched upstream (security fixes included), for side-by-side benchmarks.
+# Unpatched upstream (the security layer included), for side-by-side benchmarks.
 stock:
 	@upstream/tree.sh stock $(STOCK)
 	@$(MAKE) -C $(STOCK) -j$(JOBS) $(REDIS_MAKE_FLAGS)

@@ -1,96 +1,263 @@
-/* afork.c -- redis-afork's glue: startup, cron, INFO and stats.
+/* afork.c -- redis-afork's hub: the one way in from upstream Redis.
  *
- * Says in INFO "server" that this redis-server is redis-afork, and which
- * version, while redis_version keeps reporting the upstream release it is
- * built from (clients and tools key features off that field). Owns the
- * "# Fork" INFO section and the periodic work of the other afork files.
+ * Every hook our patches add to upstream code calls one function of this
+ * file (declared in afork.h). Each passes the event on to the modules that
+ * need it, in the order written here, and the modules never call each
+ * other: what one module needs to know about another (is a quiet window
+ * open, is Async-fork on for us, when did fork() return), this file reads
+ * from the one and hands to the other as an argument.
+ *
+ *   afork_window.c   the fork quiet window: ready pipe, held log lines,
+ *                    held purges and background jobs
+ *   afork_stats.c    what each fork cost: fork time, child ready time,
+ *                    copy-on-write stall; LATENCY events
+ *   afork_kernel.c   Async-fork kernel detection
+ *   afork_system.c   page tables and THP state, the smaps reader thread,
+ *                    LATENCY DOCTOR and --check-system advice
+ *   afork_thp.c      fork-thp: the keyspace in huge pages, and the thread
+ *                    that re-collapses them after each child
+ *   afork_spawn.c    Sentinel's scripts started with posix_spawn
+ *   afork_util.c     helpers any module may use: /proc and /sys reading,
+ *                    the kernel version, jemalloc options
+ *
+ * The events, and who gets them:
+ *
+ *   config loaded    thp (re-exec for huge pages)
+ *   startup          stats, window, kernel, system, thp
+ *   before fork      thp, system (their threads start nothing new), window
+ *   in child         window
+ *   after fork       window, stats
+ *   child ready      stats (through the window's ready pipe)
+ *   child gone       stats, thp
+ *   cron             window (may skip the tick), stats, kernel, system
+ *   event-loop       stats, system, thp
+ *   INFO fork        kernel, stats, window, system, thp
+ *   reset            stats, window, thp
+ *   bug report       window
+ *   exit             window, system, thp
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"
+#include "afork_window.h"
+#include "afork_stats.h"
+#include "afork_kernel.h"
+#include "afork_system.h"
+#include "afork_thp.h"
+#include "afork_spawn.h"
 
 #define AFORK_PROBE_PERIOD_MS 5000      /* Async-fork kernel interfaces */
 #define AFORK_SYSTEM_PERIOD_MS 1000     /* THP modes, VmPTE */
 #define AFORK_SMAPS_PERIOD_MS 10000     /* smaps_rollup: read by a thread */
 
-sds aforkInfoServer(sds info) {
-    return sdscatprintf(info, "redis_afork_version:%s\r\n", AFORK_VERSION);
+/* Hidden test config fork-probe-root: where the kernel and system modules
+ * find /proc and /sys; NULL for the real ones. */
+char *afork_probe_root = NULL;
+
+/* The fork in progress, or the last one: what the stats need from it. */
+static struct {
+    int purpose;               /* CHILD_TYPE_* */
+    monotime start;            /* just before fork() */
+    monotime ret;              /* fork() returned in the parent */
+} fork_now;
+
+static const char *probeRoot(void) {
+    return afork_probe_root ? afork_probe_root : "";
+}
+
+/* Forks get a quiet window now: the config, and for "auto" the kernel. */
+static int quietWindowWanted(void) {
+    return aforkWindowEnabled(aforkKernelAsyncEnabled());
+}
+
+/* ------------------------------------------------------ startup and exit */
+
+/* main(), after the config is read and before linuxMemoryWarnings(). */
+void aforkConfigLoaded(void) {
+    aforkThpHeapSetup();
+}
+
+/* linuxMemoryWarnings(): leave THP on (skip upstream's disabling). */
+int aforkThpWanted(void) {
+    return aforkThpHeapWanted();
+}
+
+static void childReady(monotime ready);
+
+static void aforkAtExit(void) {
+    if (getpid() != server.pid) return;
+    aforkWindowEnd();
+    aforkSystemStop();
+    aforkThpStop();
 }
 
 /* main(), once the server is initialised. */
 void aforkInit(void) {
     aforkStatsInit();
-    aforkWindowInit();
-    aforkKernelRefresh();
-    aforkSystemInit();
+    aforkWindowInit(childReady);
+    aforkKernelProbe(probeRoot());
+    aforkSystemInit(probeRoot());
     aforkThpInit();
+    atexit(aforkAtExit);
     serverLog(LL_NOTICE, "redis-afork %s: Async-fork kernel: %s (%s), fork quiet window: %s, "
               "THP %s, page tables %lld kB",
-              AFORK_VERSION, aforkKernelName(afork_kernel.kind),
-              afork_kernel.enabled ? "enabled for this process" : "not enabled",
-              aforkQuietWindowEnabled() ? "on" : "off", afork_system.thp_enabled,
-              afork_system.page_table_bytes / 1024);
+              AFORK_VERSION, aforkKernelName(),
+              aforkKernelAsyncEnabled() ? "enabled for this process" : "not enabled",
+              quietWindowWanted() ? "on" : "off", aforkSystemThpMode(),
+              aforkSystemPageTableBytes() / 1024);
 }
+
+/* ------------------------------------------------------ the life of a fork */
+
+/* redisFork, before fork(). */
+void aforkBeforeFork(int purpose) {
+    aforkThpForkStarting();
+    aforkSystemAllowReads(0);
+    aforkWindowBeforeFork(quietWindowWanted());
+    fork_now.purpose = purpose;
+    fork_now.start = getMonotonicUs();
+}
+
+/* redisFork, first thing in the child. Async-signal-safe. */
+void aforkInChild(void) {
+    aforkWindowInChild();
+}
+
+/* redisFork, first thing in the parent (childpid -1: fork() failed). */
+void aforkAfterFork(pid_t childpid) {
+    monotime now = getMonotonicUs();
+    aforkWindowAfterFork(childpid, now);
+    if (childpid == -1) return;
+    fork_now.ret = now;
+    aforkStatsForked(fork_now.start, now, fork_now.purpose);
+}
+
+/* The window's ready pipe: the child runs (called after the window closed). */
+static void childReady(monotime ready) {
+    aforkStatsChildReady(ready, fork_now.start, fork_now.ret);
+}
+
+/* resetChildState: the RDB, AOF or module child is gone. */
+void aforkChildGone(void) {
+    aforkStatsChildGone(aforkWindowOpen());
+    aforkThpChildGone();
+}
+
+/* ------------------------------------------------------ the event loop */
 
 /* serverCron, first thing: 1 to skip the tick (a quiet window is open). */
 int aforkCron(void) {
     static mstime_t last_probe = 0, last_system = 0, last_smaps = 0;
-    if (aforkWindowCronHeld()) return 1;
+    if (aforkWindowCron()) return 1;
     aforkStatsCron();
     if (server.mstime - last_probe >= AFORK_PROBE_PERIOD_MS) {
         last_probe = server.mstime;
-        aforkKernelRefresh();
+        aforkKernelProbe(probeRoot());
     }
     if (server.mstime - last_system >= AFORK_SYSTEM_PERIOD_MS) {
         int smaps = server.mstime - last_smaps >= AFORK_SMAPS_PERIOD_MS;
         last_system = server.mstime;
         if (smaps) last_smaps = server.mstime;
-        aforkSystemRefresh(smaps);
+        aforkSystemRefresh(probeRoot(), smaps);
     }
     return 0;
 }
 
-void aforkResetStats(void) {
-    aforkStatsReset();
-    afork_stats.max_child_ready_usec = 0;
-    afork_stats.quiet_windows = 0;
-    afork_stats.quiet_window_timeouts = 0;
-    afork_stats.quiet_window_eofs = 0;
-    afork_stats.quiet_deferred_logs = 0;
-    afork_stats.quiet_dropped_logs = 0;
-    aforkThpResetStats();
+/* beforeSleep: the length of the event-loop iteration that just ended. */
+void aforkEventLoopSample(long long usec) {
+    int window_open = aforkWindowOpen();
+    aforkStatsLoopSample(usec);
+    aforkSystemAllowReads(!window_open);
+    aforkThpLoopSample(usec, window_open);
+}
+
+/* ------------------------------------------------------ the quiet window */
+
+/* serverLogRaw: 1 when the line is held for later. */
+int aforkLogDefer(int level, const char *msg) {
+    return aforkWindowLogDefer(level, msg);
+}
+
+/* serverLogRaw: the time to print on a line. */
+void aforkLogTime(struct timeval *tv) {
+    aforkWindowLogTime(tv);
+}
+
+/* MEMORY PURGE, FLUSHALL: 1 when the purge is deferred. */
+int aforkPurgeHeld(void) {
+    return aforkWindowPurgeHeld();
+}
+
+/* bio threads, before each job. */
+void aforkBackgroundWait(void) {
+    aforkWindowBackgroundWait();
+}
+
+/* bugReportStart, perhaps in a signal handler: only the held log lines
+ * are written (async-signal-safe), before the report. */
+void aforkBugReport(void) {
+    aforkWindowCrash();
+}
+
+/* ------------------------------------------------------ reports */
+
+sds aforkInfoServer(sds info) {
+    return sdscatprintf(info, "redis_afork_version:%s\r\n", AFORK_VERSION);
 }
 
 /* INFO "fork": appended when the section is wanted. Cached values only. */
 sds aforkInfoFork(sds info, int wanted, int *sections) {
     if (!wanted) return info;
     if ((*sections)++) info = sdscat(info, "\r\n");
-    info = sdscatprintf(info,
-        "# Fork\r\n"
-        "fork_async_kernel:%s\r\n"
-        "fork_async_kernel_mode:%d\r\n"
-        "fork_async_enabled:%d\r\n",
-        aforkKernelName(afork_kernel.kind),
-        afork_kernel.mode,
-        afork_kernel.enabled);
-    info = aforkInfoForkCost(info);
-    info = sdscatprintf(info,
-        "fork_quiet_window_enabled:%d\r\n"
-        "fork_quiet_window_active:%d\r\n"
-        "latest_fork_quiet_window_usec:%lld\r\n"
-        "fork_quiet_windows:%lld\r\n"
-        "fork_quiet_window_timeouts:%lld\r\n"
-        "fork_quiet_window_eofs:%lld\r\n"
-        "fork_quiet_deferred_logs:%lld\r\n"
-        "fork_quiet_dropped_logs:%lld\r\n",
-        aforkQuietWindowEnabled(),
-        aforkQuietWindowOpen(),
-        afork_stats.latest_quiet_window_usec,
-        afork_stats.quiet_windows,
-        afork_stats.quiet_window_timeouts,
-        afork_stats.quiet_window_eofs,
-        afork_stats.quiet_deferred_logs,
-        afork_stats.quiet_dropped_logs);
-    info = aforkInfoForkSystem(info);
-    return aforkInfoForkThp(info);
+    info = sdscat(info, "# Fork\r\n");
+    info = aforkKernelInfo(info);
+    info = aforkStatsInfo(info);
+    info = aforkWindowInfo(info, quietWindowWanted());
+    info = aforkSystemInfo(info);
+    return aforkThpInfo(info);
+}
+
+/* CONFIG RESETSTAT. */
+void aforkResetStats(void) {
+    aforkStatsReset();
+    aforkWindowReset();
+    aforkThpReset();
+}
+
+/* LATENCY DOCTOR, for each event: name the cause on this machine. */
+sds aforkLatencyAdvice(sds report, const char *event, int *advices) {
+    if (strcasecmp(event, "fork") != 0) return aforkStatsAdvice(report, event);
+    report = aforkSystemAdvice(report, advices);
+    return aforkKernelAdvice(report, advices);
+}
+
+/* redis-server --check-system. */
+int aforkCheckAsyncFork(sds *msg) {
+    return aforkKernelCheck(msg);
+}
+
+int aforkCheckForkThp(sds *msg) {
+    return aforkSystemCheck(msg);
+}
+
+/* ------------------------------------------------------ the rest */
+
+/* sentinelRunPendingScripts, in place of fork(). */
+pid_t aforkSpawnScript(char **argv) {
+    return aforkSpawnProcess(argv);
+}
+
+/* CONFIG SET fork-thp-collapse-rate. */
+int aforkApplyCollapseRate(const char **err) {
+    UNUSED(err);
+    aforkThpConfigChanged();
+    return 1;
+}
+
+/* CONFIG SET fork-probe-root: probe the new root now, unless a quiet window
+ * is open (the next periodic probe does it then). */
+int aforkApplyProbeRoot(const char **err) {
+    UNUSED(err);
+    if (!aforkWindowOpen()) aforkKernelProbe(probeRoot());
+    return 1;
 }

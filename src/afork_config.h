@@ -1,12 +1,17 @@
 /* afork_config.h -- redis-afork's rows of the config table.
  *
  * Included by config.c just before static_configs[]; AFORK_CONFIGS is
- * expanded inside that table. Values live in our own globals (afork.h).
+ * expanded inside that table. Each value lives with the module that owns
+ * it (afork_window.h, afork_thp.h; afork.h for fork-probe-root), and the
+ * apply functions are afork.c's.
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #ifndef AFORK_CONFIG_H
 #define AFORK_CONFIG_H
+
+#include "afork_window.h"
+#include "afork_thp.h"
 
 static configEnum afork_quiet_window_enum[] = {
     {"auto", AFORK_QUIET_AUTO},
@@ -15,18 +20,12 @@ static configEnum afork_quiet_window_enum[] = {
     {NULL, 0}
 };
 
-static int aforkApplyProbeRoot(const char **err) {
-    UNUSED(err);
-    aforkKernelRefresh();
-    return 1;
-}
-
 #define AFORK_CONFIGS \
     createEnumConfig("fork-quiet-window", NULL, MODIFIABLE_CONFIG, afork_quiet_window_enum, afork_quiet_window_mode, AFORK_QUIET_AUTO, NULL, NULL), \
     createIntConfig("fork-quiet-window-timeout", NULL, MODIFIABLE_CONFIG, 1, 60000, afork_quiet_window_timeout_ms, 1000, INTEGER_CONFIG, NULL, NULL), \
     createIntConfig("fork-debug-ready-delay", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG | DEBUG_CONFIG, 0, 60000, afork_debug_ready_delay_ms, 0, INTEGER_CONFIG, NULL, NULL), \
     createBoolConfig("fork-thp", NULL, IMMUTABLE_CONFIG, afork_fork_thp, 0, NULL, NULL), \
-    createIntConfig("fork-thp-collapse-rate", NULL, MODIFIABLE_CONFIG, 0, 100000, afork_thp_collapse_rate_mb, 256, INTEGER_CONFIG, NULL, NULL), \
+    createIntConfig("fork-thp-collapse-rate", NULL, MODIFIABLE_CONFIG, 0, 100000, afork_thp_collapse_rate_mb, 256, INTEGER_CONFIG, NULL, aforkApplyCollapseRate), \
     createStringConfig("fork-probe-root", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG | DEBUG_CONFIG, EMPTY_STRING_IS_NULL, afork_probe_root, NULL, NULL, aforkApplyProbeRoot)
 
 #endif /* AFORK_CONFIG_H */

@@ -11,44 +11,33 @@
  *    1 for processes that opted in with prctl(AFORK_PR_SET_ASYNC_FORK, 1),
  *    2 for every process.
  *
- * Every read goes through aforkProbeKernel(), which takes the root under
- * which /proc and /sys are found, so that tests can point it at a fake tree
- * (hidden config fork-probe-root). Files are read with open/read
- * (no stdio, no allocation); anything unreadable or malformed means "no".
- * Probes run at startup and from serverCron, never inside a quiet window.
+ * Every probe takes the root under which /proc and /sys are found ("" for
+ * the real ones), so that tests can point it at a fake tree (the protected
+ * config fork-probe-root, owned by afork.c). Files are read with open/read
+ * (afork_util.c: no stdio, no allocation); anything unreadable or malformed
+ * means "no". afork.c probes at startup, from serverCron and when the root
+ * changes, never inside a quiet window, and reads the cached result for
+ * INFO, LATENCY DOCTOR and the quiet window's "auto" mode.
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"
-#include <fcntl.h>
+#include "afork_kernel.h"
+#include "afork_util.h"
 #include <sys/prctl.h>
 
-afork_kernel_info afork_kernel;
-char *afork_probe_root = NULL;   /* hidden test config: "" or a fake root */
+#define AFORK_KERNEL_NONE 0
+#define AFORK_KERNEL_ANOLIS 1
+#define AFORK_KERNEL_BYTEDANCE 2
+#define AFORK_KERNEL_AFORK 3       /* contrib/async-fork */
 
-/* Read a /proc or /sys file into buf (NUL-terminated, truncated to fit),
- * with open/read only: no stdio, no allocation. Bytes read, or -1. */
-ssize_t aforkReadFile(const char *path, char *buf, size_t size) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd == -1) return -1;
-    size_t got = 0;
-    ssize_t n = 0;
-    while (got < size - 1 && (n = read(fd, buf + got, size - 1 - got)) > 0) got += n;
-    close(fd);
-    buf[got] = '\0';
-    return n < 0 ? -1 : (ssize_t)got;
-}
+typedef struct {
+    int kind;      /* AFORK_KERNEL_* */
+    int mode;      /* the interface's own value (e.g. 0/1/2); -1 none */
+    int enabled;   /* forks of this process are asynchronous */
+} kernelState;
 
-/* A file holding one small integer; -1 when missing or not a number. */
-static long readIntFile(const char *path) {
-    char buf[32];
-    if (aforkReadFile(path, buf, sizeof(buf)) <= 0) return -1;
-    char *end;
-    errno = 0;
-    long v = strtol(buf, &end, 10);
-    if (errno || end == buf || (*end != '\0' && *end != '\n')) return -1;
-    return v;
-}
+static kernelState kernel = {AFORK_KERNEL_NONE, -1, 0};
 
 /* Our cgroup for the memory controller, from /proc/self/cgroup: the v1
  * line naming "memory", else the v2 line "0::/path". */
@@ -131,10 +120,10 @@ static int cgroupDir(const char *root, const char *proc, const char *cg, int v2,
 
 /* A sysctl file under proc of the given kind: 0, 1 or 2 recorded in k,
  * -1 (k untouched) when missing or out of range. */
-static long probeSysctl(const char *proc, const char *name, int kind, afork_kernel_info *k) {
+static long probeSysctl(const char *proc, const char *name, int kind, kernelState *k) {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/sys/%s", proc, name);
-    long v = readIntFile(path);
+    long v = aforkReadIntFile(path);
     if (v < 0 || v > 2) return -1;
     k->kind = kind;
     k->mode = (int)v;
@@ -145,7 +134,7 @@ static long probeSysctl(const char *proc, const char *name, int kind, afork_kern
 /* redis-afork's own kernel patch (contrib/async-fork): the sysctl
  * vm.async_fork (0 off, 1 for processes that opted in, 2 for all) and the
  * per-process opt-in read back with prctl(AFORK_PR_GET_ASYNC_FORK). */
-static int probeAforkPatch(const char *proc, afork_kernel_info *k) {
+static int probeAforkPatch(const char *proc, kernelState *k) {
     long v = probeSysctl(proc, "vm/async_fork", AFORK_KERNEL_AFORK, k);
     if (v == 1) k->enabled = prctl(AFORK_PR_GET_ASYNC_FORK, 0, 0, 0, 0) == 1;
     return v >= 0;
@@ -153,18 +142,18 @@ static int probeAforkPatch(const char *proc, afork_kernel_info *k) {
 
 /* ByteDance: kernel.async_fork_enabled, 0 off, 1 per process or memory
  * cgroup (no interface tells us which applies to this process), 2 all. */
-static int probeBytedance(const char *proc, afork_kernel_info *k) {
+static int probeBytedance(const char *proc, kernelState *k) {
     return probeSysctl(proc, "kernel/async_fork_enabled", AFORK_KERNEL_BYTEDANCE, k) >= 0;
 }
 
 /* OpenAnolis: memory.async_fork in our memory cgroup, 0 or 1. */
-static int probeAnolis(const char *root, const char *proc, afork_kernel_info *k) {
+static int probeAnolis(const char *root, const char *proc, kernelState *k) {
     char cg[PATH_MAX], dir[PATH_MAX], path[PATH_MAX + 32];
     int v2 = 0;
     if (memoryCgroupPath(proc, cg, sizeof(cg), &v2) != 0) return 0;
     if (cgroupDir(root, proc, cg, v2, dir, sizeof(dir)) != 0) return 0;
     snprintf(path, sizeof(path), "%s/memory.async_fork", dir);
-    long v = readIntFile(path);
+    long v = aforkReadIntFile(path);
     if (v != 0 && v != 1) return 0;
     k->kind = AFORK_KERNEL_ANOLIS;
     k->mode = (int)v;
@@ -172,8 +161,8 @@ static int probeAnolis(const char *root, const char *proc, afork_kernel_info *k)
     return 1;
 }
 
-/* Probe the kernel under the given root ("" for the real one). */
-void aforkProbeKernel(const char *root, afork_kernel_info *k) {
+/* Probe the kernel under the given root ("" for the real one) into k. */
+static void probe(const char *root, kernelState *k) {
     char proc[PATH_MAX];
     memset(k, 0, sizeof(*k));
     k->kind = AFORK_KERNEL_NONE;
@@ -183,7 +172,7 @@ void aforkProbeKernel(const char *root, afork_kernel_info *k) {
     if (!probeAforkPatch(proc, k) && !probeBytedance(proc, k)) probeAnolis(root, proc, k);
 }
 
-const char *aforkKernelName(int kind) {
+static const char *kindName(int kind) {
     switch (kind) {
     case AFORK_KERNEL_ANOLIS: return "anolis";
     case AFORK_KERNEL_BYTEDANCE: return "bytedance";
@@ -192,12 +181,56 @@ const char *aforkKernelName(int kind) {
     }
 }
 
-/* Refresh the cached probe; never while a quiet window is open. */
-void aforkKernelRefresh(void) {
-    if (aforkQuietWindowOpen()) return;
-    aforkProbeKernel(afork_probe_root ? afork_probe_root : "", &afork_kernel);
+/* Refresh the cached state from the interfaces found under root. */
+void aforkKernelProbe(const char *root) {
+    probe(root, &kernel);
 }
 
+/* Forks of this process are asynchronous. */
 int aforkKernelAsyncEnabled(void) {
-    return afork_kernel.enabled;
+    return kernel.enabled;
+}
+
+const char *aforkKernelName(void) {
+    return kindName(kernel.kind);
+}
+
+/* INFO fork: the kernel fields. */
+sds aforkKernelInfo(sds info) {
+    return sdscatprintf(info,
+        "fork_async_kernel:%s\r\n"
+        "fork_async_kernel_mode:%d\r\n"
+        "fork_async_enabled:%d\r\n",
+        kindName(kernel.kind), kernel.mode, kernel.enabled);
+}
+
+/* LATENCY DOCTOR, "fork" event: one sentence on the Async-fork state, and
+ * one more piece of advice when the kernel could but does not help. */
+sds aforkKernelAdvice(sds s, int *advices) {
+    const char *name = kindName(kernel.kind);
+    if (kernel.kind == AFORK_KERNEL_NONE)
+        return sdscat(s, " This kernel has no Async-fork support, so the page tables are copied"
+                         " while the server waits (an Async-fork kernel copies them in the child:"
+                         " see contrib/async-fork).");
+    if (kernel.enabled)
+        return sdscatprintf(s, " Async-fork (%s) is enabled for this process.", name);
+    (*advices)++;
+    return sdscatprintf(s, " This kernel supports Async-fork (%s) but it is not enabled for"
+                           " this process: enabling it takes the page-table copy off the server.",
+                        name);
+}
+
+/* redis-server --check-system: Async-fork findings for the real kernel. */
+int aforkKernelCheck(sds *msg) {
+    probe("", &kernel);
+    if (kernel.kind != AFORK_KERNEL_NONE && !kernel.enabled) {
+        *msg = sdscatprintf(sdsempty(), "This kernel supports Async-fork (%s, mode %d) but it is not"
+                                        " enabled for this process: fork() will copy the page tables"
+                                        " while Redis waits.",
+                            kindName(kernel.kind), kernel.mode);
+        return -1;
+    }
+    printf("Async-fork kernel: %s%s\n", kindName(kernel.kind),
+           kernel.enabled ? " (enabled for this process)" : "");
+    return 1;
 }

@@ -15,6 +15,7 @@
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"
+#include "afork_spawn.h"
 #include <spawn.h>
 
 extern char **environ;
@@ -25,7 +26,7 @@ static int spawnCreateFailed(int err) {
     return err == EAGAIN || err == ENOMEM || err == ENOSYS;
 }
 
-/* sentinelRunPendingScripts, in place of fork(): returns what fork() would
+/* sentinelRunPendingScripts (through afork.c), in place of fork(): returns what fork() would
  * in the parent (the child's pid, or -1 with errno set when no process
  * could be created), after starting argv[0] with posix_spawn().
  *
@@ -35,7 +36,7 @@ static int spawnCreateFailed(int err) {
  * child fails execve() and exits 2, which means "error, do not retry". To
  * keep that reporting exactly, this falls back to fork() for a failing
  * script only, so sentinel's own child branch runs and exits 2. */
-pid_t aforkSpawnScript(char **argv) {
+pid_t aforkSpawnProcess(char **argv) {
     pid_t pid;
     int err = posix_spawn(&pid, argv[0], NULL, NULL, argv, environ);
     if (err == 0) return pid;

@@ -12,11 +12,16 @@
  *    event-loop iteration, for the running child and the last finished one.
  *
  * LATENCY events "fork-child-ready" and "fork-cow-stall" carry the last two
- * (milliseconds, recorded above latency-monitor-threshold like any event).
+ * (milliseconds, recorded above latency-monitor-threshold like any event),
+ * and LATENCY DOCTOR explains them.
+ *
+ * afork.c calls these at each step of a fork (with the times it took around
+ * fork()), from the event loop and serverCron; the counters are ours alone.
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"
+#include "afork_stats.h"
 #include "hdr_histogram.h"
 #include <sys/resource.h>
 
@@ -28,6 +33,21 @@
 #define AFORK_HIST_MAX_USEC (3600LL * 1000000)   /* one hour */
 
 static struct hdr_histogram *fork_hist = NULL;
+
+static struct {
+    long long latest_fork_usec;          /* parent blocked in fork(); -1 none */
+    long long max_fork_usec;
+    long long total_fork_usec;
+    long long forks;                     /* since the last reset */
+    long long latest_child_ready_usec;   /* fork start -> child's first action; -1 none */
+    long long max_child_ready_usec;
+    int last_fork_async;                 /* child ready long after fork() returned */
+    long long cow_minor_faults;          /* parent, while the current child lives */
+    long long cow_max_eventloop_usec;
+    long long last_cow_minor_faults;     /* the same for the last finished child; -1 none */
+    long long last_cow_max_eventloop_usec;
+    long long last_cow_child_life_usec;
+} st;
 
 /* Copy-on-write tracking of the running child. */
 static struct {
@@ -44,31 +64,31 @@ static long minorFaults(void) {
 
 void aforkStatsInit(void) {
     if (!fork_hist) hdr_init(1, AFORK_HIST_MAX_USEC, 2, &fork_hist);
-    afork_stats.latest_child_ready_usec = -1;
-    afork_stats.latest_fork_usec = -1;
-    afork_stats.last_cow_minor_faults = -1;
-    afork_stats.last_cow_max_eventloop_usec = -1;
-    afork_stats.last_cow_child_life_usec = -1;
+    st.latest_child_ready_usec = -1;
+    st.latest_fork_usec = -1;
+    st.last_cow_minor_faults = -1;
+    st.last_cow_max_eventloop_usec = -1;
+    st.last_cow_child_life_usec = -1;
 }
 
 /* fork() returned in the parent with a child: no allocation, no file. */
 void aforkStatsForked(monotime start, monotime ret, int purpose) {
     long long usec = (long long)(ret - start);
-    afork_stats.latest_fork_usec = usec;
-    if (usec > afork_stats.max_fork_usec) afork_stats.max_fork_usec = usec;
-    afork_stats.total_fork_usec += usec;
-    afork_stats.forks++;
+    st.latest_fork_usec = usec;
+    if (usec > st.max_fork_usec) st.max_fork_usec = usec;
+    st.total_fork_usec += usec;
+    st.forks++;
     if (fork_hist)
         hdr_record_value(fork_hist, usec < 1 ? 1 : usec > AFORK_HIST_MAX_USEC ? AFORK_HIST_MAX_USEC : usec);
-    afork_stats.latest_child_ready_usec = -1;
-    afork_stats.last_fork_async = 0;
+    st.latest_child_ready_usec = -1;
+    st.last_fork_async = 0;
     /* The Lua debugger's child is not tracked as the server's child. */
     if (purpose != CHILD_TYPE_LDB) {
         cow.active = 1;
         cow.start = ret;
         cow.start_minflt = minorFaults();
-        afork_stats.cow_minor_faults = 0;
-        afork_stats.cow_max_eventloop_usec = 0;
+        st.cow_minor_faults = 0;
+        st.cow_max_eventloop_usec = 0;
     }
 }
 
@@ -77,21 +97,20 @@ void aforkStatsForked(monotime start, monotime ret, int purpose) {
  * the window closed. */
 void aforkStatsChildReady(monotime ready, monotime start, monotime ret) {
     long long usec = (long long)(ready - start);
-    afork_stats.latest_child_ready_usec = usec;
-    if (usec > afork_stats.max_child_ready_usec)
-        afork_stats.max_child_ready_usec = usec;
+    st.latest_child_ready_usec = usec;
+    if (usec > st.max_child_ready_usec)
+        st.max_child_ready_usec = usec;
     long long lag = (long long)ready - (long long)ret;
-    afork_stats.last_fork_async =
+    st.last_fork_async =
         lag >= AFORK_ASYNC_MIN_LAG_USEC &&
-        lag >= AFORK_ASYNC_LAG_FACTOR * afork_stats.latest_fork_usec;
+        lag >= AFORK_ASYNC_LAG_FACTOR * st.latest_fork_usec;
     latencyAddSampleIfNeeded("fork-child-ready", usec / 1000);
 }
 
 /* beforeSleep: the length of the event-loop iteration that just ended. */
-void aforkEventLoopSample(long long usec) {
-    aforkThpLoopSample(usec);
-    if (cow.active && usec > afork_stats.cow_max_eventloop_usec)
-        afork_stats.cow_max_eventloop_usec = usec;
+void aforkStatsLoopSample(long long usec) {
+    if (cow.active && usec > st.cow_max_eventloop_usec)
+        st.cow_max_eventloop_usec = usec;
 }
 
 /* serverCron: faults so far for the running child. */
@@ -99,30 +118,31 @@ void aforkStatsCron(void) {
     if (!cow.active) return;
     long now = minorFaults();
     if (now >= 0 && cow.start_minflt >= 0)
-        afork_stats.cow_minor_faults = now - cow.start_minflt;
+        st.cow_minor_faults = now - cow.start_minflt;
 }
 
-/* resetChildState: the RDB, AOF or module child is gone. */
-void aforkChildDone(void) {
-    aforkThpChildGone();
+/* resetChildState: the RDB, AOF or module child is gone. window_open: a
+ * quiet window is open (a child killed inside one, by FLUSHALL). */
+void aforkStatsChildGone(int window_open) {
     if (!cow.active) return;
     aforkStatsCron();
     cow.active = 0;
-    afork_stats.last_cow_minor_faults = afork_stats.cow_minor_faults;
-    afork_stats.last_cow_max_eventloop_usec = afork_stats.cow_max_eventloop_usec;
-    afork_stats.last_cow_child_life_usec = (long long)(getMonotonicUs() - cow.start);
-    afork_stats.cow_minor_faults = 0;
-    afork_stats.cow_max_eventloop_usec = 0;
-    /* A child killed inside a window (FLUSHALL): the first sample of an
-     * event allocates, so none then. */
-    if (!aforkQuietWindowOpen())
-        latencyAddSampleIfNeeded("fork-cow-stall", afork_stats.last_cow_max_eventloop_usec / 1000);
+    st.last_cow_minor_faults = st.cow_minor_faults;
+    st.last_cow_max_eventloop_usec = st.cow_max_eventloop_usec;
+    st.last_cow_child_life_usec = (long long)(getMonotonicUs() - cow.start);
+    st.cow_minor_faults = 0;
+    st.cow_max_eventloop_usec = 0;
+    /* The first sample of an event allocates: none inside a window. */
+    if (!window_open)
+        latencyAddSampleIfNeeded("fork-cow-stall", st.last_cow_max_eventloop_usec / 1000);
 }
 
+/* CONFIG RESETSTAT. */
 void aforkStatsReset(void) {
-    afork_stats.max_fork_usec = 0;
-    afork_stats.total_fork_usec = 0;
-    afork_stats.forks = 0;
+    st.max_fork_usec = 0;
+    st.max_child_ready_usec = 0;
+    st.total_fork_usec = 0;
+    st.forks = 0;
     if (fork_hist) hdr_reset(fork_hist);
 }
 
@@ -130,13 +150,13 @@ void aforkStatsReset(void) {
  * significant digits and answers with the top of a bucket: clamp to the
  * largest value seen. */
 static long long forkPercentile(double p) {
-    if (!fork_hist || afork_stats.forks == 0) return 0;
+    if (!fork_hist || st.forks == 0) return 0;
     long long v = hdr_value_at_percentile(fork_hist, p);
-    return v > afork_stats.max_fork_usec ? afork_stats.max_fork_usec : v;
+    return v > st.max_fork_usec ? st.max_fork_usec : v;
 }
 
 /* INFO fork: the cost fields. */
-sds aforkInfoForkCost(sds info) {
+sds aforkStatsInfo(sds info) {
     return sdscatprintf(info,
         "latest_fork_parent_usec:%lld\r\n"
         "max_fork_parent_usec:%lld\r\n"
@@ -155,21 +175,34 @@ sds aforkInfoForkCost(sds info) {
         "last_fork_cow_minor_faults:%lld\r\n"
         "last_fork_cow_max_eventloop_usec:%lld\r\n"
         "last_fork_child_life_usec:%lld\r\n",
-        afork_stats.latest_fork_usec,
-        afork_stats.max_fork_usec,
-        afork_stats.total_fork_usec,
-        afork_stats.forks,
+        st.latest_fork_usec,
+        st.max_fork_usec,
+        st.total_fork_usec,
+        st.forks,
         forkPercentile(50.0),
         forkPercentile(99.0),
         forkPercentile(99.9),
         server.stat_fork_rate,
-        afork_stats.latest_child_ready_usec,
-        afork_stats.max_child_ready_usec,
-        afork_stats.last_fork_async,
+        st.latest_child_ready_usec,
+        st.max_child_ready_usec,
+        st.last_fork_async,
         cow.active,
-        afork_stats.cow_minor_faults,
-        afork_stats.cow_max_eventloop_usec,
-        afork_stats.last_cow_minor_faults,
-        afork_stats.last_cow_max_eventloop_usec,
-        afork_stats.last_cow_child_life_usec);
+        st.cow_minor_faults,
+        st.cow_max_eventloop_usec,
+        st.last_cow_minor_faults,
+        st.last_cow_max_eventloop_usec,
+        st.last_cow_child_life_usec);
+}
+
+/* LATENCY DOCTOR: what our own events mean. */
+sds aforkStatsAdvice(sds report, const char *event) {
+    if (!strcasecmp(event, "fork-child-ready"))
+        return sdscat(report, " Time from fork() to the child's first instruction: on an Async-fork"
+                              " kernel this is the page-table copy done by the child, which the server"
+                              " does not wait for.");
+    if (!strcasecmp(event, "fork-cow-stall"))
+        return sdscatprintf(report, " Longest event-loop iteration while a fork child lived; the last"
+                                    " child cost %lld minor page faults (copy-on-write) in the server.",
+                            st.last_cow_minor_faults);
+    return report;
 }

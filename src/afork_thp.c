@@ -35,9 +35,15 @@
  * resident are left alone: collapsing them would fill the holes jemalloc
  * purged and grow RSS.
  *
+ * afork.c calls in: after the config is read (the re-exec), at startup,
+ * before each fork, each event-loop iteration (with whether a quiet window
+ * is open), when a child is gone, and at exit (the thread is joined).
+ *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"
+#include "afork_thp.h"
+#include "afork_util.h"
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -86,6 +92,7 @@ static struct {
 } thp = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static redisAtomic int collapse_allowed = 0;   /* no child, no window */
+static redisAtomic int collapse_rate_mb = 256; /* the thread's copy of the config */
 static redisAtomic long long slow_loop_ms = 0; /* when the loop was last slow */
 static redisAtomic long long st_passes, st_ranges, st_failures, st_pauses, st_usec;
 static redisAtomic long long st_huge_before = -1, st_huge_after = -1;
@@ -93,10 +100,10 @@ static redisAtomic long long st_huge_before = -1, st_huge_after = -1;
 /* ---------------------------------------------------------------- startup */
 
 static int thpSystemNever(void) {
-    char buf[128];
-    if (aforkReadFile("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) <= 0)
+    char mode[16];
+    if (aforkReadBracketed("/sys/kernel/mm/transparent_hugepage/enabled", mode, sizeof(mode)) != 0)
         return 1;
-    return strstr(buf, "[never]") != NULL;
+    return !strcmp(mode, "never");
 }
 
 static int configFromStdin(void) {
@@ -142,7 +149,7 @@ static const char *heapRefusal(void) {
     const char *je = aforkJemallocOpt("opt.thp");
     int reexeced = getenv(REEXEC_MARK) != NULL;
     unsetenv(REEXEC_MARK);
-    if (!aforkKernelAtLeast(5, 8))
+    if (!aforkLinuxAtLeast(5, 8))
         return "kernel older than 5.8 copies 2 MiB on a copy-on-write fault of a huge page";
     if (thpSystemNever()) return "transparent huge pages are 'never' (or absent) on this system";
     if (!strcmp(je, "n/a")) return "redis-server is not built with jemalloc";
@@ -229,7 +236,8 @@ static int waitAllowed(void) {
 
 /* Sleep as needed to keep the pass at or below the rate. */
 static void rateLimit(long long start_us, long long bytes) {
-    int rate = afork_thp_collapse_rate_mb;
+    int rate;
+    atomicGet(collapse_rate_mb, rate);
     if (rate <= 0) return;
     long long due_us = bytes * 1000000LL / ((long long)rate << 20);
     long long ahead = due_us - (ustime() - start_us);
@@ -348,7 +356,8 @@ static void *collapseMain(void *arg) {
     return NULL;
 }
 
-static void collapseStop(void) {
+/* Exit: stop the collapse thread and wait for it. */
+void aforkThpStop(void) {
     if (!thp.thread_started) return;
     pthread_mutex_lock(&thp.lock);
     thp.stop = 1;
@@ -366,11 +375,18 @@ static int pagemapScanWorks(int pm) {
     return scanRange(pm, (uint64_t)(uintptr_t)probe & ~(HUGE_SIZE - 1), &resident, &huge) == 0;
 }
 
-/* aforkInit(): start the collapse thread when it has work to do. */
+/* CONFIG SET fork-thp-collapse-rate: hand the new rate to the thread, which
+ * reads it atomically (config.c writes the int the main thread reads). */
+void aforkThpConfigChanged(void) {
+    atomicSet(collapse_rate_mb, afork_thp_collapse_rate_mb);
+}
+
+/* Startup: start the collapse thread when it has work to do. */
 void aforkThpInit(void) {
+    aforkThpConfigChanged();
     snprintf(thp.collapse_state, sizeof(thp.collapse_state), "off");
     if (!thp.heap) return;
-    if (!aforkKernelAtLeast(6, 1)) {
+    if (!aforkLinuxAtLeast(6, 1)) {
         snprintf(thp.collapse_state, sizeof(thp.collapse_state), "khugepaged-only");
         serverLog(LL_NOTICE, "fork-thp: kernel older than 6.1 has no MADV_COLLAPSE; split huge "
                              "pages are rebuilt by khugepaged only");
@@ -398,7 +414,6 @@ void aforkThpInit(void) {
     }
     thp.thread_started = 1;
     snprintf(thp.collapse_state, sizeof(thp.collapse_state), "ready");
-    atexit(collapseStop);
 }
 
 /* ---------------------------------------------------------------- hooks */
@@ -408,10 +423,11 @@ void aforkThpForkStarting(void) {
     atomicSet(collapse_allowed, 0);
 }
 
-/* Each event-loop iteration (beforeSleep): publish what the thread needs. */
-void aforkThpLoopSample(long long usec) {
+/* Each event-loop iteration (beforeSleep): publish what the thread needs.
+ * window_open: a fork quiet window is open. */
+void aforkThpLoopSample(long long usec, int window_open) {
     if (usec > SLOW_LOOP_USEC) atomicSet(slow_loop_ms, mstime());
-    atomicSet(collapse_allowed, !hasActiveChildProcess() && !aforkQuietWindowOpen());
+    atomicSet(collapse_allowed, !hasActiveChildProcess() && !window_open);
 }
 
 /* resetChildState: a child is gone, its copy-on-write splits can go. */
@@ -423,7 +439,8 @@ void aforkThpChildGone(void) {
     pthread_mutex_unlock(&thp.lock);
 }
 
-void aforkThpResetStats(void) {
+/* CONFIG RESETSTAT. */
+void aforkThpReset(void) {
     atomicSet(st_passes, 0);
     atomicSet(st_ranges, 0);
     atomicSet(st_failures, 0);
@@ -431,7 +448,8 @@ void aforkThpResetStats(void) {
     atomicSet(st_usec, 0);
 }
 
-sds aforkInfoForkThp(sds info) {
+/* INFO fork: the fork-thp fields. */
+sds aforkThpInfo(sds info) {
     long long passes, ranges, failures, pauses, usec, before, after;
     char state[64];
     atomicGet(st_passes, passes);

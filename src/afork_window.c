@@ -27,16 +27,33 @@
  *
  * Nothing here allocates or opens a file while the window is open.
  *
+ * afork.c drives the window: before fork() (with whether this fork gets a
+ * window: fork-quiet-window, and for "auto" what afork_kernel.c found), in
+ * the child, after fork() (with the time fork() returned), from serverCron
+ * and at exit. The child's ready message is handed back through the
+ * function afork.c gave aforkWindowInit(), once the window is closed.
+ *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"
+#include "afork_window.h"
 #include "bio.h"
 #include <fcntl.h>
 
-/* Config (config.c table rows, see afork.h). */
+/* server.c's fork- and signal-safe localtime (localtime.c). */
+void nolocks_localtime(struct tm *tmp, time_t t, time_t tz, int dst);
+
+/* Config (afork_config.h rows). */
 int afork_quiet_window_mode = AFORK_QUIET_AUTO;
 int afork_quiet_window_timeout_ms = 1000;
 int afork_debug_ready_delay_ms = 0;
+
+/* Why a window closed. */
+#define AFORK_WINDOW_READY 0
+#define AFORK_WINDOW_EOF 1
+#define AFORK_WINDOW_TIMEOUT 2
+#define AFORK_WINDOW_NEXT_FORK 3
+#define AFORK_WINDOW_ABORT 4
 
 /* Set while a window is open; read by other threads (lazy-free). */
 static redisAtomic int quiet_now = 0;
@@ -47,12 +64,19 @@ static struct {
     int quiet;                 /* this fork gets a quiet window */
     int open;                  /* the window is open now */
     int purge_pending;         /* a purge was asked for inside the window */
-    int purpose;               /* CHILD_TYPE_* of the fork */
-    monotime fork_start;       /* just before fork() */
     monotime parent_return;    /* fork() returned in the parent */
-} win = { -1, -1, 0, 0, 0, 0, 0, 0 };
+    aforkReadyFn *on_ready;    /* afork.c's, for the child's ready message */
+} win = { -1, -1, 0, 0, 0, 0, NULL };
 
-afork_fork_stats afork_stats;
+/* Counters (INFO fork, CONFIG RESETSTAT). */
+static struct {
+    long long latest_usec;     /* fork return -> window closed */
+    long long windows;         /* windows opened */
+    long long timeouts;        /* closed by the timeout */
+    long long eofs;            /* child gone without a ready message */
+    long long deferred_logs;   /* log lines held back */
+    long long dropped_logs;    /* log lines lost: ring full */
+} st;
 
 /* ------------------------------ Deferred logs ----------------------------- */
 
@@ -65,17 +89,18 @@ typedef struct {
 
 static deferredLine log_ring[AFORK_LOG_RING];
 static int log_ring_used = 0;
+static int log_ring_next = 0;           /* next line to write when replaying */
 static long long log_ring_dropped = 0;  /* in the current window */
 static int log_replaying = 0;           /* flushing: serverLogRaw must write */
 static struct timeval log_replay_tv;
 
-/* serverLogRaw hook: keep a main-thread line for later while quiet. */
-int aforkLogDefer(int level, const char *msg) {
+/* serverLogRaw: keep a main-thread line for later while quiet. */
+int aforkWindowLogDefer(int level, const char *msg) {
     if (!win.open || log_replaying) return 0;
     if (!pthread_equal(pthread_self(), server.main_thread_id)) return 0;
     if (log_ring_used == AFORK_LOG_RING) {
         log_ring_dropped++;
-        afork_stats.quiet_dropped_logs++;
+        st.dropped_logs++;
         return 1;
     }
     deferredLine *l = &log_ring[log_ring_used++];
@@ -84,12 +109,12 @@ int aforkLogDefer(int level, const char *msg) {
     size_t len = strnlen(msg, sizeof(l->msg) - 1);
     memcpy(l->msg, msg, len);
     l->msg[len] = '\0';
-    afork_stats.quiet_deferred_logs++;
+    st.deferred_logs++;
     return 1;
 }
 
-/* serverLogRaw hook: the time to print, the original one when replaying. */
-void aforkLogTime(struct timeval *tv) {
+/* serverLogRaw: the time to print, the original one when replaying. */
+void aforkWindowLogTime(struct timeval *tv) {
     if (log_replaying)
         *tv = log_replay_tv;
     else
@@ -98,15 +123,95 @@ void aforkLogTime(struct timeval *tv) {
 
 static void flushDeferredLogs(void) {
     log_replaying = 1;
-    for (int i = 0; i < log_ring_used; i++) {
-        log_replay_tv = log_ring[i].tv;
-        serverLogRaw(log_ring[i].level, log_ring[i].msg);
+    for (log_ring_next = 0; log_ring_next < log_ring_used; log_ring_next++) {
+        deferredLine *l = &log_ring[log_ring_next];
+        log_replay_tv = l->tv;
+        serverLogRaw(l->level, l->msg);
     }
-    log_ring_used = 0;
+    log_ring_used = log_ring_next = 0;
     log_replaying = 0;
     if (log_ring_dropped) {
         serverLog(LL_WARNING, "Fork quiet window: %lld log lines were lost "
                   "(the ring holds %d lines)", log_ring_dropped, AFORK_LOG_RING);
+        log_ring_dropped = 0;
+    }
+}
+
+/* Append s to buf at *off, within size (one byte is kept for the NUL). */
+static void crashAppend(char *buf, size_t size, size_t *off, const char *s) {
+    size_t len = strlen(s);
+    if (len > size - 1 - *off) len = size - 1 - *off;
+    memcpy(buf + *off, s, len);
+    *off += len;
+    buf[*off] = '\0';
+}
+
+/* n as at least width decimal digits (zero-padded) at *off. */
+static void crashAppendNum(char *buf, size_t size, size_t *off, long long n, int width) {
+    char digits[32];
+    int len = ll2string(digits, sizeof(digits), n);
+    while (len++ < width) crashAppend(buf, size, off, "0");
+    crashAppend(buf, size, off, digits);
+}
+
+/* A held line as serverLogRaw() writes it ("pid:M 21 Nov 2026 21:49:23.547
+ * * msg"), built with async-signal-safe code only: no stdio, no strftime. */
+static void crashFormatLine(char *buf, size_t size, const deferredLine *l) {
+    static const char *months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                   "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    size_t off = 0;
+    struct tm tm;
+    int daylight_active;
+    char role = server.sentinel_mode ? 'X' : server.masterhost ? 'S' : 'M';
+    char level[3] = {".-*#"[(l->level & 0xff) & 3], ' ', '\0'};
+
+    buf[0] = '\0';
+    if (l->level & LL_RAW) {
+        crashAppend(buf, size, &off, l->msg);
+        return;
+    }
+    atomicGet(server.daylight_active, daylight_active);
+    nolocks_localtime(&tm, l->tv.tv_sec, server.timezone, daylight_active);
+    crashAppendNum(buf, size, &off, getpid(), 0);
+    char sep[4] = {':', role, ' ', '\0'};
+    crashAppend(buf, size, &off, sep);
+    crashAppendNum(buf, size, &off, tm.tm_mday, 2);
+    crashAppend(buf, size, &off, " ");
+    crashAppend(buf, size, &off, months[tm.tm_mon % 12]);
+    crashAppend(buf, size, &off, " ");
+    crashAppendNum(buf, size, &off, tm.tm_year + 1900, 4);
+    crashAppend(buf, size, &off, " ");
+    crashAppendNum(buf, size, &off, tm.tm_hour, 2);
+    crashAppend(buf, size, &off, ":");
+    crashAppendNum(buf, size, &off, tm.tm_min, 2);
+    crashAppend(buf, size, &off, ":");
+    crashAppendNum(buf, size, &off, tm.tm_sec, 2);
+    crashAppend(buf, size, &off, ".");
+    crashAppendNum(buf, size, &off, l->tv.tv_usec / 1000, 3);
+    crashAppend(buf, size, &off, " ");
+    crashAppend(buf, size, &off, level);
+    crashAppend(buf, size, &off, l->msg);
+    crashAppend(buf, size, &off, "\n");
+}
+
+/* The crash report: write the lines not written yet with open/write only
+ * (serverLogRawFromHandler), in order and with their own timestamps. */
+static void crashFlushDeferredLogs(void) {
+    static char line[LOG_MAX_LEN + 64];
+    for (int i = log_ring_next; i < log_ring_used; i++) {
+        crashFormatLine(line, sizeof(line), &log_ring[i]);
+        serverLogRawFromHandler(log_ring[i].level | LL_RAW, line);
+    }
+    log_ring_used = log_ring_next = 0;
+    if (log_ring_dropped) {
+        size_t off = 0;
+        line[0] = '\0';
+        crashAppend(line, sizeof(line), &off, "Fork quiet window: ");
+        crashAppendNum(line, sizeof(line), &off, log_ring_dropped, 0);
+        crashAppend(line, sizeof(line), &off, " log lines were lost (the ring holds ");
+        crashAppendNum(line, sizeof(line), &off, AFORK_LOG_RING, 0);
+        crashAppend(line, sizeof(line), &off, " lines)");
+        serverLogRawFromHandler(LL_WARNING, line);
         log_ring_dropped = 0;
     }
 }
@@ -170,7 +275,7 @@ static void allocatorRelease(void) {}
 #endif
 
 /* Purge call sites: 1 when the purge is deferred to the window's end. */
-int aforkPurgeHeld(void) {
+int aforkWindowPurgeHeld(void) {
     if (!win.open) return 0;
     win.purge_pending = 1;
     return 1;
@@ -181,7 +286,7 @@ int aforkPurgeHeld(void) {
  * kernel copies waits too). Bounded by the window's timeout on this side
  * as well, so a main thread that waits for a job (bioDrainWorker) inside a
  * window cannot deadlock. */
-void aforkBackgroundWait(void) {
+void aforkWindowBackgroundWait(void) {
     int q;
     atomicGet(quiet_now, q);
     if (!q) return;
@@ -208,11 +313,13 @@ static void warmBackgroundThreads(void) {
 
 /* ------------------------------- The window ------------------------------- */
 
-int aforkQuietWindowEnabled(void) {
+/* Do forks get a window? async_kernel: forks of this process are
+ * asynchronous, which decides for "auto". */
+int aforkWindowEnabled(int async_kernel) {
     switch (afork_quiet_window_mode) {
     case AFORK_QUIET_YES: return 1;
     case AFORK_QUIET_NO: return 0;
-    default: return aforkKernelAsyncEnabled();
+    default: return async_kernel;
     }
 }
 
@@ -220,9 +327,9 @@ static void windowClose(int why) {
     if (!win.open) return;
     win.open = 0;
     atomicSet(quiet_now, 0);
-    afork_stats.latest_quiet_window_usec = getMonotonicUs() - win.parent_return;
-    if (why == AFORK_WINDOW_TIMEOUT) afork_stats.quiet_window_timeouts++;
-    if (why == AFORK_WINDOW_EOF) afork_stats.quiet_window_eofs++;
+    st.latest_usec = getMonotonicUs() - win.parent_return;
+    if (why == AFORK_WINDOW_TIMEOUT) st.timeouts++;
+    if (why == AFORK_WINDOW_EOF) st.eofs++;
     allocatorRelease();
     if (win.purge_pending) {
         win.purge_pending = 0;
@@ -252,34 +359,32 @@ static void readyHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
     if (n == -1 && (errno == EAGAIN || errno == EINTR)) return;
     if (n == sizeof(ready)) {
         dropReadyPipe(AFORK_WINDOW_READY);
-        aforkStatsChildReady(ready, win.fork_start, win.parent_return);
+        if (win.on_ready) win.on_ready(ready);
     } else {
         /* EOF: the child is gone without a word. */
         dropReadyPipe(AFORK_WINDOW_EOF);
     }
 }
 
-/* redisFork, before fork(): open the ready pipe, hold the allocator. */
-void aforkBeforeFork(int purpose) {
+/* Before fork(): open the ready pipe; when this fork gets a window (quiet),
+ * hold the allocator and the background threads. */
+void aforkWindowBeforeFork(int quiet) {
     int fds[2];
-    aforkThpForkStarting();
     dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
     if (pipe2(fds, O_CLOEXEC) == 0) {
         win.rfd = fds[0];
         win.wfd = fds[1];
         if (anetNonBlock(NULL, win.rfd) != ANET_OK) dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
     }
-    win.quiet = win.rfd != -1 && aforkQuietWindowEnabled();
+    win.quiet = win.rfd != -1 && quiet;
     if (win.quiet) {
         allocatorHold();
         atomicSet(quiet_now, 1);
     }
-    win.purpose = purpose;
-    win.fork_start = getMonotonicUs();
 }
 
-/* redisFork, first thing in the child: say it runs. Async-signal-safe. */
-void aforkInChild(void) {
+/* First thing in the child: say it runs. Async-signal-safe. */
+void aforkWindowInChild(void) {
     if (win.wfd == -1) return;
     if (afork_debug_ready_delay_ms) usleep(afork_debug_ready_delay_ms * 1000);
     monotime now = getMonotonicUs();
@@ -293,17 +398,16 @@ void aforkInChild(void) {
     allocatorRelease();   /* the child purges as usual */
 }
 
-/* redisFork, first thing in the parent: open the window. */
-void aforkAfterFork(pid_t childpid) {
-    monotime now = getMonotonicUs();
+/* First thing in the parent after fork(), which returned at parent_return:
+ * open the window (childpid -1: fork() failed, no window). */
+void aforkWindowAfterFork(pid_t childpid, monotime parent_return) {
     if (childpid == -1) {
         allocatorRelease();
         atomicSet(quiet_now, 0);
         dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
         return;
     }
-    win.parent_return = now;
-    aforkStatsForked(win.fork_start, now, win.purpose);
+    win.parent_return = parent_return;
     if (win.wfd != -1) {
         close(win.wfd);
         win.wfd = -1;
@@ -315,7 +419,7 @@ void aforkAfterFork(pid_t childpid) {
     }
     if (win.quiet && win.rfd != -1) {
         win.open = 1;
-        afork_stats.quiet_windows++;
+        st.windows++;
     } else {
         allocatorRelease();
         atomicSet(quiet_now, 0);
@@ -324,7 +428,7 @@ void aforkAfterFork(pid_t childpid) {
 
 /* serverCron: 1 to skip this tick (window open); closes the window when
  * the child has not spoken within the timeout. */
-int aforkWindowCronHeld(void) {
+int aforkWindowCron(void) {
     if (!win.open) return 0;
     monotime limit = (monotime)afork_quiet_window_timeout_ms * 1000;
     if (getMonotonicUs() - win.parent_return < limit) return 1;
@@ -332,30 +436,64 @@ int aforkWindowCronHeld(void) {
     return 0;
 }
 
-int aforkQuietWindowOpen(void) {
+int aforkWindowOpen(void) {
     return win.open;
 }
 
-/* The same, for other threads: raised just before fork(). */
-int aforkQuietNow(void) {
-    int q;
-    atomicGet(quiet_now, q);
-    return q;
-}
-
-/* Crash report, shutdown, exit: write what the window holds, now. */
+/* Shutdown, exit: close the window and write what it holds, now. */
 void aforkWindowEnd(void) {
     windowClose(AFORK_WINDOW_ABORT);
 }
 
-static void windowAtExit(void) {
-    if (getpid() == server.pid) aforkWindowEnd();
+/* bugReportStart, perhaps inside a signal handler: write the held lines
+ * before the report and hold no more, with async-signal-safe calls only.
+ * No mallctl, no purge: the allocator may be what crashed, and the process
+ * is about to die with its decay settings. The first caller does it. */
+void aforkWindowCrash(void) {
+    static redisAtomic int claimed = 0;
+    int was;
+    atomicGetIncr(claimed, was, 1);
+    if (was) return;
+    win.open = 0;
+    atomicSet(quiet_now, 0);
+    crashFlushDeferredLogs();
 }
 
-void aforkWindowInit(void) {
+/* Startup. on_ready gets the child's ready message, after the window. */
+void aforkWindowInit(aforkReadyFn *on_ready) {
+    win.on_ready = on_ready;
     /* Fault the ring in now, so a deferred line costs no new page. */
     memset(log_ring, 0, sizeof(log_ring));
     allocatorInit();
     warmBackgroundThreads();
-    atexit(windowAtExit);
+}
+
+/* CONFIG RESETSTAT. */
+void aforkWindowReset(void) {
+    st.windows = 0;
+    st.timeouts = 0;
+    st.eofs = 0;
+    st.deferred_logs = 0;
+    st.dropped_logs = 0;
+}
+
+/* INFO fork: the window fields. enabled: forks get a window now. */
+sds aforkWindowInfo(sds info, int enabled) {
+    return sdscatprintf(info,
+        "fork_quiet_window_enabled:%d\r\n"
+        "fork_quiet_window_active:%d\r\n"
+        "latest_fork_quiet_window_usec:%lld\r\n"
+        "fork_quiet_windows:%lld\r\n"
+        "fork_quiet_window_timeouts:%lld\r\n"
+        "fork_quiet_window_eofs:%lld\r\n"
+        "fork_quiet_deferred_logs:%lld\r\n"
+        "fork_quiet_dropped_logs:%lld\r\n",
+        enabled,
+        win.open,
+        st.latest_usec,
+        st.windows,
+        st.timeouts,
+        st.eofs,
+        st.deferred_logs,
+        st.dropped_logs);
 }

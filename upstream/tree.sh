@@ -3,16 +3,24 @@
 #
 # A build tree is a git repository made from the pinned upstream tarball:
 #   commit "upstream"        the tarball as released       (tag: upstream)
-#   one commit per fix       Debian's debian/patches/*CVE*  (tag: security-fixes)
+#   one commit per fix       Debian's debian/patches/*CVE*  (tag: debian-fixes)
+#   one commit per patch     patches/security/series: what Debian's fixes
+#                            need on this release (their tests)
+#                                                           (tag: security-fixes)
 #   one commit per patch     patches/series, ours
-# Our own source files (src/*) and Tcl tests (tests/afork) are symlinked into
-# the tree, so editing them there edits this repository.
+# Upstream and the two security steps make the "security layer", which the
+# stock tree stops at. Our own source files (src/*) and Tcl tests
+# (tests/afork) are symlinked into the patched tree, so editing them there
+# edits this repository.
 #
 # Usage: upstream/tree.sh COMMAND [TREE]
-#   patched TREE   create TREE, or re-apply patches/ when it changed and the
-#                  tree holds no work of its own; refresh our symlinks
-#   stock TREE     create TREE with upstream + security fixes only
+#   patched TREE   create TREE, or re-apply patches/ (and patches/security/)
+#                  when they changed and the tree holds no work of its own;
+#                  refresh our symlinks
+#   stock TREE     create TREE with the security layer only (re-applying
+#                  patches/security/ when it changed)
 #   export TREE    write the tree's commits after security-fixes to patches/
+#                  (patches/security/ is an input, edited as files)
 #   check TREE     fail, saying what to do, if patches/ and TREE disagree
 # PATCHES_DIR overrides patches/ (used by the workflow's own tests).
 set -euo pipefail
@@ -21,6 +29,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 . "$here/pin"
 patches=${PATCHES_DIR:-$top/patches}
+layer=$patches/security
 cache=${AFORK_CACHE:-$here/cache}
 
 # Fixed identity and dates for the commits this script makes, so the same
@@ -65,7 +74,36 @@ apply_series() {
     rm -f "$tree.am.log"
 }
 
-# Unpack the tarball and commit it, then the security fixes.
+# The tree's copy of the patches/security/ it was made with.
+layer_applied() { echo "$tree/.git/afork-security-applied"; }
+
+record_layer() {
+    local applied
+    applied=$(layer_applied)
+    rm -rf "$applied" && mkdir -p "$applied"
+    if [ -d "$layer" ]; then cp -rp "$layer"/. "$applied"/; fi
+    return 0
+}
+
+layer_changed() { ! same_series "$layer" "$(layer_applied)"; }
+
+# Our fixes for Debian's CVE tests, on top of debian-fixes; moves the
+# security-fixes tag to the result.
+apply_layer() {
+    apply_series "$layer"
+    g tag -f security-fixes >/dev/null
+    record_layer
+}
+
+# Back to debian-fixes and the current patches/security/. Trees made before
+# the layer existed have no debian-fixes tag: their security-fixes is it.
+reapply_layer() {
+    g rev-parse -q --verify debian-fixes >/dev/null || g tag debian-fixes security-fixes
+    g reset -q --hard debian-fixes
+    apply_layer
+}
+
+# Unpack the tarball and commit it, then the security layer.
 make_base() {
     "$here/fetch.sh"
     local tmp=$tree.tmp deb
@@ -87,7 +125,8 @@ make_base() {
     cp "$deb/cve-series" "$deb/debian/patches/series"
     apply_series "$deb/debian/patches"
     rm -rf "$deb"
-    g tag security-fixes
+    g tag debian-fixes
+    apply_layer
 }
 
 # Export the tree's own commits as a patch series into $1.
@@ -138,7 +177,12 @@ link_ours() {
 dirty_files() { g status --porcelain | head -n 10; }
 
 cmd_stock() {
-    if [ -d "$tree/.git" ] && [ "$(g rev-parse HEAD)" = "$(g rev-parse security-fixes)" ]; then
+    if [ -d "$tree/.git" ] && [ "$(g rev-parse HEAD)" = "$(g rev-parse security-fixes)" ] &&
+        [ -z "$(dirty_files)" ]; then
+        if layer_changed; then
+            echo "upstream/tree: patches/security changed; re-applying it to $tree"
+            reapply_layer
+        fi
         return 0
     fi
     local final=$tree
@@ -164,12 +208,18 @@ cmd_patched() {
     local now
     now=$(mktemp -d "${TMPDIR:-/tmp}/afork-now.XXXXXX")
     export_to "$now"
-    if ! same_series "$now" "$patches" && same_series "$now" "$tree/.git/afork-applied" &&
-        [ -z "$(dirty_files)" ]; then
-        # patches/ moved on (a pull, a checkout) and the tree has no work of
-        # its own: re-apply. Build outputs are untracked and survive.
-        echo "upstream/tree: patches/ changed; re-applying them to $tree"
-        g reset -q --hard security-fixes
+    if { ! same_series "$now" "$patches" || layer_changed; } &&
+        same_series "$now" "$tree/.git/afork-applied" && [ -z "$(dirty_files)" ]; then
+        # patches/ or patches/security/ moved on (a pull, a checkout) and the
+        # tree has no work of its own: re-apply. Build outputs are untracked
+        # and survive; only the files the patches touch rebuild.
+        if layer_changed; then
+            echo "upstream/tree: patches/security changed; re-applying the security layer and patches/ to $tree"
+            reapply_layer
+        else
+            echo "upstream/tree: patches/ changed; re-applying them to $tree"
+            g reset -q --hard security-fixes
+        fi
         apply_series "$patches"
         record_applied
     fi
@@ -210,6 +260,11 @@ cmd_check() {
         verdict=3
     fi
     rm -rf "$now"
+    if [ "$verdict" = 0 ] && layer_changed; then
+        complain "patches/security changed since $tree was made (a pull or checkout?)." \
+            "Run 'make' to re-apply the security layer and patches/; the tree holds no work of its own."
+        return 1
+    fi
     case $verdict in
     0) return 0 ;;
     1) complain "patches/ changed since $tree was made (a pull or checkout?)." \

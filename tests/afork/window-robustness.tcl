@@ -2,7 +2,8 @@
 # when things go wrong: module and Lua-debugger forks, a debugger fork while
 # an RDB child lives, two forks in quick succession, a child killed after it
 # reported, a child stopped with SIGSTOP before it reports (timeout path),
-# fork() failing, a crash report during an open window. After
+# fork() failing, a crash report during an open window (its held lines
+# written with async-signal-safe calls only). After
 # each: the window is closed, every log line is written, no descriptor is
 # left behind, the server serves.
 
@@ -203,6 +204,11 @@ tags {"afork external:skip"} {
             set report [lsearch $lines "*REDIS BUG REPORT START*"]
             assert {$held >= 0 && $report > $held}
             assert {[lsearch $lines "*Background saving started by pid*"] >= 0}
+            # Written from the crash path without stdio, yet in the server's
+            # own format, with the time the line was logged.
+            assert_match {*# DEBUG LOG: afork-before-crash} [lindex $lines $held]
+            assert {[regexp {^\d+:M \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d\.\d{3} # } [lindex $lines $held]]}
+            assert {[afork_log_ms [lindex $lines $held]] > 0}
         }
     } finally {
         catch {exec kill -9 {*}[afork_children $server_pid]}

@@ -10,12 +10,14 @@ cd "$work"
 t=redis   # relative, as the Makefile passes it
 expect_ok "a fresh tree is made from pin + security fixes + patches/" "$ts" patched "$t"
 n=$(grep -vc '^#' "$PATCHES_DIR/series")
-cves=$(git -C "$t" log --oneline upstream..security-fixes | wc -l)
+nl=$(grep -vc '^#' "$PATCHES_DIR/security/series")
+cves=$(git -C "$t" log --oneline upstream..debian-fixes | wc -l)
+layer=$(git -C "$t" log --oneline debian-fixes..security-fixes | wc -l)
 ours=$(git -C "$t" log --oneline security-fixes..HEAD | wc -l)
-if [ "$cves" -ge 1 ] && [ "$ours" -eq "$n" ]; then
-    ok "tree holds $cves security fix commits and $ours patch commits"
+if [ "$cves" -ge 1 ] && [ "$layer" -eq "$nl" ] && [ "$ours" -eq "$n" ]; then
+    ok "tree holds $cves Debian fix commits, $layer of patches/security and $ours patch commits"
 else
-    err "tree commits" "$cves security fixes, $ours patches (series has $n)"
+    err "tree commits" "$cves Debian fixes, $layer layer ($nl listed), $ours patches (series has $n)"
 fi
 expect_ok "check passes on a fresh tree" "$ts" check "$t"
 
@@ -47,6 +49,28 @@ else
     err "re-apply" "tree still has the dropped commit"
 fi
 expect_ok "check passes after re-apply" "$ts" check "$t"
+
+# The security layer changes (a pull): re-applied under our patches.
+first=$(head -n 1 "$PATCHES_DIR/security/series")
+sed -i '0,/^---$/s//afork workflow test: layer changed\n---/' "$PATCHES_DIR/security/$first"
+expect_fail "check says patches/security changed" "patches/security changed" "$ts" check "$t"
+expect_ok "patched re-applies the security layer and patches/" "$ts" patched "$t"
+if git -C "$t" log --format=%B debian-fixes..security-fixes | grep -q 'layer changed'; then
+    if [ "$(git -C "$t" log --oneline security-fixes..HEAD | wc -l)" -eq "$n" ]; then
+        ok "the changed layer patch is under security-fixes, our $n patches on top"
+    else
+        err "layer re-apply" "$(git -C "$t" log --oneline security-fixes..HEAD | wc -l) patches on top, expected $n"
+    fi
+else
+    err "layer re-apply" "the changed layer patch is not in debian-fixes..security-fixes"
+fi
+expect_ok "check passes after the layer is re-applied" "$ts" check "$t"
+expect_ok "a stock tree is made from pin + the security layer" "$ts" stock "$work/stock"
+if [ "$(git -C "$work/stock" rev-parse HEAD)" = "$(git -C "$t" rev-parse security-fixes)" ]; then
+    ok "the stock tree is the patched tree's security-fixes"
+else
+    err "stock tree" "HEAD $(git -C "$work/stock" log --oneline -1), patched tree's security-fixes $(git -C "$t" log --oneline -1 security-fixes)"
+fi
 
 echo "missing.patch" >>"$PATCHES_DIR/series"
 expect_fail "a series naming a missing patch is an error" "missing.patch, which does not exist" \
