@@ -62,7 +62,7 @@ test-exporter: build
 test-upstream: build
 	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh --upstream-all
 
-# Stock 8.0.6 and redis-afork side by side (bench/README.md): SIZES in GB,
+# Stock Redis and redis-afork side by side (bench/README.md): SIZES in GB,
 # REPEAT interleaved repetitions.
 SIZES ?= 1
 REPEAT ?= 5

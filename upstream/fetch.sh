@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fetch the pinned upstream Redis source (upstream/pin) into the download
 # cache, verified by sha256. Two files are needed:
-#   - the upstream tarball  (redis_8.0.6.orig.tar.gz), the code we patch;
-#   - Debian's packaging    (redis_8.0.6-3.debian.tar.xz), whose
+#   - the upstream tarball  (ORIG_TARBALL), the code we patch;
+#   - Debian's packaging    (DEBIAN_TARBALL), whose
 #     debian/patches/*CVE* are the security fixes applied before our patches.
 #
 # Both come from the Debian source package, looked for in every suite that

@@ -7,15 +7,18 @@
 
 AFORK_KDIR := contrib/async-fork
 KERNEL_OUT ?= build/kernel
-REDIS_BIN_DIR ?= build/redis-8.0.6/src
+# The pinned upstream release names the build trees (the top-level Makefile
+# includes the pin too; this is for `make -f contrib/async-fork/kernel.mk`).
+include upstream/pin
+REDIS_BIN_DIR ?= build/redis-$(REDIS_VERSION)/src
 
 # The guest carries redis-server/-cli/-benchmark. When they are missing,
 # build them first with the top-level `build` target; set KERNEL_REDIS_DEP=
 # (empty) to never do that, or KERNEL_REDIS_DEP=build to always do it.
 KERNEL_REDIS_DEP ?= $(if $(wildcard $(REDIS_BIN_DIR)/redis-server),,build) \
     $(if $(wildcard $(STOCK_REDIS_SERVER)),,stock)
-# Stock 8.0.6 for the side-by-side Redis latency table in the guest.
-STOCK_REDIS_SERVER ?= build/stock/redis-8.0.6/src/redis-server
+# Stock Redis for the side-by-side Redis latency table in the guest.
+STOCK_REDIS_SERVER ?= build/stock/redis-$(REDIS_VERSION)/src/redis-server
 
 # Settings passed through to scripts/kernel-test.sh (see its header).
 export KERNEL_OUT REDIS_BIN_DIR KERNEL_NO_REDIS AFORK_CACHE AFORK_APT_URI JOBS \

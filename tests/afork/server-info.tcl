@@ -17,6 +17,17 @@ proc afork_header_version {top} {
     return $v
 }
 
+# The upstream release the build is made from: REDIS_VERSION in upstream/pin.
+proc afork_pinned_version {top} {
+    set fd [open $top/upstream/pin]
+    set text [read $fd]
+    close $fd
+    if {![regexp -line {^REDIS_VERSION=(\S+)$} $text -> v]} {
+        error "REDIS_VERSION not found in $top/upstream/pin"
+    }
+    return $v
+}
+
 start_server {tags {"afork"}} {
     test {INFO server reports redis_afork_version as built from afork.h} {
         set v [getInfoProperty [r info server] redis_afork_version]
@@ -30,9 +41,10 @@ start_server {tags {"afork"}} {
         assert_no_match "*redis_afork_version:*" [r info memory]
     }
 
-    test {redis_version and --version still name upstream 8.0.6} {
-        assert_equal 8.0.6 [getInfoProperty [r info server] redis_version]
+    test {redis_version and --version still name the pinned upstream release} {
+        set pinned [afork_pinned_version $afork_top]
+        assert_equal $pinned [getInfoProperty [r info server] redis_version]
         set out [exec src/redis-server --version]
-        assert_match "Redis server v=8.0.6 *" $out
+        assert_match "Redis server v=$pinned *" $out
     }
 }

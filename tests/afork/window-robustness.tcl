@@ -83,7 +83,7 @@ tags {"afork external:skip"} {
             # ready message is then not waited for) with its own.
             set rd [afork_ldb_start]
             afork_r config set fork-debug-ready-delay 0
-            # Upstream 8.0.6 (stock too) shuts the debugged client's socket down
+            # Upstream Redis (stock too) shuts the debugged client's socket down
             # when it frees it in the parent while another child lives, so the
             # session ends at once (see BUGS).
             catch {$rd read} e

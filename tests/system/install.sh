@@ -13,8 +13,8 @@ for p in redis-server redis-cli redis-benchmark redis-check-rdb redis-check-aof 
 done
 if [ -z "$missing" ]; then ok "programs installed in PREFIX/bin"; else err "install" "missing:$missing"; fi
 
-if "$prefix/bin/redis-server" --version | grep -q '^Redis server v=8.0.6 '; then
-    ok "the installed redis-server says 8.0.6"
+if "$prefix/bin/redis-server" --version | grep -q "^Redis server v=$REDIS_VERSION "; then
+    ok "the installed redis-server says $REDIS_VERSION"
 else
     err "installed --version" "$("$prefix/bin/redis-server" --version)"
 fi

@@ -3,7 +3,7 @@
 #
 # A sentinel monitors a master that is down, so it raises warning events at
 # once (+monitor, +sdown, +odown, ...) and runs its notification-script for
-# each. Checked, for redis-afork and for stock 8.0.6 side by side:
+# each. Checked, for redis-afork and for stock Redis side by side:
 #  - the script gets the same arguments and environment from both;
 #  - under strace, ours creates the script's process with CLONE_VM|CLONE_VFORK
 #    (posix_spawn) and never forks, stock forks (so the check can fail);

@@ -9,7 +9,7 @@
 #
 # redis-afork (fork-quiet-window yes; the child waits 200 ms before it
 # signals, as a child copying a large page table would) must show none.
-# Stock 8.0.6, checked over the shorter span from the clone to its next
+# Stock Redis, checked over the shorter span from the clone to its next
 # event-loop wait, must show some (the log file is opened to say
 # "Background saving started"): the check can fail.
 #
@@ -117,7 +117,7 @@ if run_server stock "$stock/src/redis-server"; then
     elif [ "$bad" -eq 0 ]; then
         err "strace: stock shows the violation" "no forbidden call found: the check cannot fail"
     else
-        ok "strace: stock 8.0.6 parent makes $bad forbidden call(s) right after fork (the check can fail)"
+        ok "strace: stock $REDIS_VERSION parent makes $bad forbidden call(s) right after fork (the check can fail)"
     fi
 else
     err "strace: stock shows the violation" "the traced stock server did not complete the forks"

@@ -8,9 +8,9 @@
 #
 # Environment:
 #   REDIS_BIN_DIR     directory holding the redis programs
-#                     (default build/redis-8.0.6/src)
+#                     (default build/redis-VERSION/src, VERSION from upstream/pin)
 #   STOCK_REDIS_SERVER stock redis-server for the latency table
-#                     (default build/stock/redis-8.0.6/src/redis-server)
+#                     (default build/stock/redis-VERSION/src/redis-server)
 #   KERNEL_NO_REDIS=1 build without Redis (the redis-bgsave step then fails)
 #   KERNEL_OUT        build/kernel (gen_init_cpio is compiled there)
 set -euo pipefail
@@ -18,9 +18,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 contrib=$(cd "$here/.." && pwd)
 top=$(cd "$contrib/../.." && pwd)
+. "$top/upstream/pin"
 out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
-redis_dir=$(realpath -m "${REDIS_BIN_DIR:-$top/build/redis-8.0.6/src}")
-stock_redis=$(realpath -m "${STOCK_REDIS_SERVER:-$top/build/stock/redis-8.0.6/src/redis-server}")
+redis_dir=$(realpath -m "${REDIS_BIN_DIR:-$top/build/redis-$REDIS_VERSION/src}")
+stock_redis=$(realpath -m "${STOCK_REDIS_SERVER:-$top/build/stock/redis-$REDIS_VERSION/src/redis-server}")
 
 die() {
     printf 'kernel/initramfs: %s\n' "$1" >&2
@@ -110,7 +111,7 @@ add_redis() {
             "at the programs, or set KERNEL_NO_REDIS=1."
     done
     entry_file /usr/bin/redis-e2e "$contrib/guest/redis-e2e" 0755
-    # Stock 8.0.6 for the side-by-side latency table, when it was built.
+    # Stock Redis for the side-by-side latency table, when it was built.
     if [ -x "$stock_redis" ]; then
         add_program /usr/bin/redis-server-stock "$stock_redis"
     else
