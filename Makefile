@@ -18,7 +18,7 @@ REDIS_MAKE_FLAGS ?=
 TEST_CLIENTS ?= 4
 
 .PHONY: all build tree stock fetch patches check-patches run test \
-        test-upstream test-exporter bench install clean distclean
+        test-upstream test-exporter bench install clean distclean rebase
 
 all: build
 
@@ -46,6 +46,12 @@ patches:
 # Fail when patches/ and the build tree disagree.
 check-patches:
 	@upstream/tree.sh check $(TREE) && echo "patches/ and $(TREE) agree."
+
+# Move to another upstream release: make rebase REDIS_VERSION=X (README,
+# "Moving to a new Redis"). On the command line REDIS_VERSION overrides the
+# pin's, so this is the new version; upstream/rebase.sh reads the old one.
+rebase:
+	@upstream/rebase.sh "$(REDIS_VERSION)"
 
 # Start redis-afork in the foreground (Ctrl-C stops it, saving first).
 run: build

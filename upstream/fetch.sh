@@ -6,7 +6,7 @@
 #     debian/patches/*CVE* are the security fixes applied before our patches.
 #
 # Both come from the Debian source package, looked for in every suite that
-# can carry it (sid, forky, trixie and its backports, updates and security
+# can carry it (experimental, sid, forky, trixie and its backports, updates and security
 # suites) through utils/debian-archive.sh: the ordinary apt client with a
 # private apt state, nothing on the system changes, no root needed. The
 # archive URIs are the machine's own Debian sources.
@@ -26,8 +26,9 @@ cache=${AFORK_CACHE:-$here/cache}
 
 . "$here/../utils/debian-archive.sh"
 archive_tag=upstream/fetch
-# Every suite that can carry a Redis 8 source package, newest first.
-archive_suites="sid forky trixie-backports trixie trixie-updates trixie-proposed-updates trixie-security"
+# Every suite that can carry a Redis 8 source package, newest first
+# (experimental may be the only one with a new upstream release).
+archive_suites="experimental sid forky trixie-backports trixie trixie-updates trixie-proposed-updates trixie-security"
 die() { archive_die "$@"; }
 
 # verify FILE SHA256 -> 0 if the file has the pinned checksum

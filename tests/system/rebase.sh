@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# rebase.sh -- make rebase (upstream/rebase.sh) on a throw-away copy of the
+# repository, offline: onto the pinned release it does nothing; onto a
+# fabricated release (the pinned tarball with the line that patch 0003
+# hooks into changed) it stops at 0003 naming src/server.c, leaving
+# upstream/pin and patches/ alone; once the conflict is resolved and git am
+# continued, a second run applies the rest and writes upstream/pin and
+# patches/ for the new release, every patch carrying the same change.
+. "$(dirname "$0")/lib.sh"
+
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@localhost GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@localhost
+pinned_cache=${AFORK_CACHE:-$top/upstream/cache}
+for f in "$ORIG_TARBALL" "$DEBIAN_TARBALL"; do
+    if [ ! -f "$pinned_cache/$f" ]; then
+        err "rebase test" "$pinned_cache/$f is missing (make fetch)"
+        exit 1
+    fi
+done
+
+# The copy: what rebase.sh reads and writes, and its own cache.
+repo=$work/repo
+mkdir -p "$repo/upstream" "$repo/tests" "$work/cache"
+cp "$top"/upstream/*.sh "$top/upstream/pin" "$repo/upstream/"
+cp -r "$top/utils" "$top/src" "$top/patches" "$repo/"
+cp -r "$top/tests/afork" "$repo/tests/"
+cp "$pinned_cache/$ORIG_TARBALL" "$pinned_cache/$DEBIAN_TARBALL" "$work/cache/"
+export AFORK_CACHE=$work/cache
+unset PATCHES_DIR REDIS_TARBALL REDIS_DEBIAN_TARBALL REDIS_DEBIAN_VERSION \
+    REDIS_ORIG_SHA256 REDIS_DEBIAN_SHA256
+rb=$repo/upstream/rebase.sh
+sha256_of() { sha256sum "$1" | cut -d" " -f1; }
+cp "$repo/upstream/pin" "$work/pin.before"
+cp -r "$repo/patches" "$work/patches.before"
+
+expect_fail "no version is a usage error" "usage: make rebase REDIS_VERSION=" "$rb" ""
+expect_ok "onto the pinned release it does nothing" \
+    env REDIS_DEBIAN_VERSION="$DEB_VERSION" "$rb" "$REDIS_VERSION"
+if cmp -s "$work/pin.before" "$repo/upstream/pin" && [ ! -e "$repo/build" ]; then
+    ok "onto the pinned release: upstream/pin unchanged, no tree made"
+else
+    err "no-op rebase" "pin changed or build/ made: $(ls "$repo/build" 2>&1)"
+fi
+
+# The fabricated release: 8.0.99, the pinned tarball with one line changed
+# right where patch 0003 adds its hook, and Debian's packaging as pinned.
+new=8.0.99
+mkdir "$work/fab"
+tar -xzf "$work/cache/$ORIG_TARBALL" -C "$work/fab"
+mv "$work/fab/redis-$REDIS_VERSION" "$work/fab/redis-$new"
+sed -i "s/\"$REDIS_VERSION\"/\"$new\"/" "$work/fab/redis-$new/src/version.h"
+sed -i 's|^\( *info = getListensInfoString(info);\)$|\1 /* rebase test */|' \
+    "$work/fab/redis-$new/src/server.c"
+if ! grep -q 'rebase test' "$work/fab/redis-$new/src/server.c"; then
+    err "fabricated release" "the line patch 0003 hooks into is not in server.c any more"
+    exit 1
+fi
+tar -czf "$work/redis_$new.orig.tar.gz" -C "$work/fab" "redis-$new"
+cp "$work/cache/$DEBIAN_TARBALL" "$work/redis_$new-1.debian.tar.xz"
+fab=(env REDIS_TARBALL="$work/redis_$new.orig.tar.gz"
+     REDIS_DEBIAN_TARBALL="$work/redis_$new-1.debian.tar.xz"
+     REDIS_DEBIAN_VERSION="5:$new-1")
+
+expect_fail "a file without the given checksum is refused" "does not have REDIS_ORIG_SHA256" \
+    "${fab[@]}" REDIS_ORIG_SHA256=0000 "$rb" "$new"
+
+p3=$(grep '^0003-' "$repo/patches/series")
+t=$repo/build/rebase/redis-$new
+expect_fail "the conflict stops the rebase at patches/$p3" "patches/$p3 conflicts" "${fab[@]}" "$rb" "$new"
+out=$("${fab[@]}" "$rb" "$new" 2>&1 || true)
+if grep -q 'still in progress' <<<"$out"; then
+    ok "a second run while git am is stopped says so"
+else
+    err "run during git am" "$out"
+fi
+conflicted=$(git -C "$t" diff --name-only --diff-filter=U)
+if [ "$conflicted" = src/server.c ]; then
+    ok "the conflict is in src/server.c, as the message said"
+else
+    err "conflicted files" "'$conflicted'"
+fi
+if cmp -s "$work/pin.before" "$repo/upstream/pin" &&
+    diff -r -q "$work/patches.before" "$repo/patches" >/dev/null; then
+    ok "at the stop, upstream/pin and patches/ are untouched"
+else
+    err "stop" "upstream/pin or patches/ changed before the rebase finished"
+fi
+ours=$(git -C "$t" log --oneline security-fixes..HEAD | wc -l)
+if [ "$ours" -eq 2 ] && [ "$(git -C "$t" rev-parse upstream^)" = "$(git -C "$t" rev-parse previous/upstream)" ]; then
+    ok "Redis $new is committed on top of the old upstream, patches 0001-0002 applied before the stop"
+else
+    err "tree at the stop" "$ours of our patches applied; upstream^ $(git -C "$t" log --oneline -1 upstream^)"
+fi
+
+# Resolve as a person would: the new upstream line, the hook after it.
+git -C "$t" checkout -q --ours src/server.c
+sed -i 's|^\( *\)info = getListensInfoString(info); /\* rebase test \*/$|&\n\1info = aforkInfoServer(info);|' \
+    "$t/src/server.c"
+git -C "$t" add src/server.c
+expect_ok "git am --continue after the fix" git -C "$t" am --continue
+expect_ok "the second run applies the rest" "${fab[@]}" "$rb" "$new"
+
+t=$repo/build/redis-$new
+. "$repo/upstream/pin"
+if [ "$REDIS_VERSION" = "$new" ] && [ "$DEB_VERSION" = "5:$new-1" ] &&
+    [ "$ORIG_TARBALL" = "redis_$new.orig.tar.gz" ] &&
+    [ "$ORIG_SHA256" = "$(sha256_of "$work/redis_$new.orig.tar.gz")" ] &&
+    [ "$DEBIAN_SHA256" = "$(sha256_of "$work/redis_$new-1.debian.tar.xz")" ]; then
+    ok "upstream/pin names Redis $new, its Debian version, files and checksums"
+else
+    err "new pin" "$(cat "$repo/upstream/pin")"
+fi
+n=$(grep -vc '^#' "$work/patches.before/series")
+nl=$(grep -vc '^#' "$work/patches.before/security/series")
+if [ "$(git -C "$t" log --oneline security-fixes..HEAD | wc -l)" -eq "$n" ] &&
+    [ "$(git -C "$t" log --oneline debian-fixes..security-fixes | wc -l)" -eq "$nl" ] &&
+    grep -q "\"$new\"" "$t/src/version.h" && [ ! -e "$repo/build/rebase/redis-$new" ]; then
+    ok "build/redis-$new holds Redis $new, $nl security layer and $n patch commits"
+else
+    err "new tree" "$(git -C "$t" log --oneline upstream..HEAD | wc -l) commits above upstream"
+fi
+# Every patch makes the same change as before (only line numbers and blob
+# ids may differ), 0003 with the new context line.
+changes() { grep -E '^[-+]' "$1" | grep -vE '^(\+\+\+|---)( |$)'; }
+same=yes
+for dir in "" security/; do
+    if ! cmp -s "$work/patches.before/${dir}series" "$repo/patches/${dir}series"; then
+        same="${dir}series differs"
+    fi
+    for f in $(grep -v '^#' "$work/patches.before/${dir}series"); do
+        cmp -s <(changes "$work/patches.before/$dir$f") <(changes "$repo/patches/$dir$f") ||
+            same="$dir$f changed"
+    done
+done
+if [ "$same" = yes ] && grep -q 'rebase test' "$repo/patches/$p3"; then
+    ok "patches/ and patches/security/ carry the same changes, $p3 on the new context"
+else
+    err "exported patches" "$same"
+fi
+expect_ok "make check-patches agrees with the rebased tree" "$repo/upstream/tree.sh" check "$t"
+if git -C "$t" log --oneline -1 previous/patched >/dev/null 2>&1 &&
+    grep -q "^resolved ours $p3" "$t/.git/afork-rebase.log"; then
+    ok "the old tree's history is kept (previous/*) and the log names the resolved patch"
+else
+    err "history" "no previous/patched tag or no 'resolved ours $p3' in the log"
+fi
+exit $status
