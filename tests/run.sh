@@ -9,7 +9,9 @@
 #                                + our system tests (tests/system/*.sh)
 #   tests/run.sh --upstream-all  upstream's whole Tcl suite
 #
-# Ends with one line "N passed, N failed" and exits non-zero on any failure.
+# Ends with one line "N passed, N failed, N skipped" and exits non-zero on
+# any failure. Skipped: tests the harness did not run ("[skip]:" and
+# "[ignore]:" lines: tags, or a machine that cannot run them).
 # Environment: TREE (the built tree), TEST_CLIENTS (parallel Tcl clients),
 # TCL_ARGS (extra runtest arguments, e.g. "--verbose").
 set -uo pipefail
@@ -43,15 +45,18 @@ integration/replication
 
 passed=0
 failed=0
+skipped=0
 
-# Add a log's "[ok]:" and "[err]:"/"[exception]:" lines (colour stripped)
-# to the totals; log_errors is the latter count for this log.
+# Add a log's "[ok]:", "[err]:"/"[exception]:" and "[skip]:"/"[ignore]:"
+# lines (colour stripped) to the totals; log_errors is the failures of this
+# log.
 count_log() {
     local plain
     plain=$(sed 's/\x1b\[[0-9;]*m//g' "$1")
     log_errors=$(grep -cE '^\[(err|exception)\]:' <<<"$plain")
     passed=$((passed + $(grep -c '^\[ok\]:' <<<"$plain")))
     failed=$((failed + log_errors))
+    skipped=$((skipped + $(grep -cE '^\[(skip|ignore)\]:' <<<"$plain")))
 }
 
 # run_tcl LOGNAME RUNTEST-ARGS...
@@ -104,5 +109,5 @@ else
     run_system
 fi
 echo "== done in $(( $(date +%s) - start )) s"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -61,9 +61,7 @@ start_server {tags {"afork external:skip"}} {
 
 set why [thp_unavailable]
 if {$why ne ""} {
-    test {fork-thp with transparent huge pages} {
-        puts "SKIPPED: fork-thp THP tests: $why"
-    }
+    afork_skip "fork-thp with transparent huge pages: $why"
 } else {
 start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-command yes}} {
     set pid [srv 0 pid]

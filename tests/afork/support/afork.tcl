@@ -3,6 +3,14 @@
 # Sourced by the test files; the tree sees this directory as
 # tests/unit/afork/support.
 
+# afork_skip WHY: the tests that follow cannot run on this machine. They
+# are reported the way the harness reports tests that their tags exclude
+# ("[ignore]: WHY", counted as skipped, never as passed).
+proc afork_skip {why} {
+    incr ::num_aborted
+    send_data_packet $::test_server_fd ignore $why
+}
+
 proc afork_log_lines {path pattern} {
     if {![file exists $path]} { return {} }
     set fd [open $path]
