@@ -152,6 +152,9 @@ write_new_pin() {
 # A new repository with the old tree's history and the new tarball on top of
 # its upstream commit; the list of patches to apply in $state/todo.
 start() {
+    local final=$top/build/redis-$new_version
+    [ ! -e "$final" ] || [ "$final" = "$old_tree" ] ||
+        die "$(rel "$final") exists already; remove it (or move it away) first."
     # REDIS_TARBALL and REDIS_DEBIAN_TARBALL name the new release's files.
     env -u REDIS_TARBALL -u REDIS_DEBIAN_TARBALL "$here/tree.sh" patched "$old_tree" >/dev/null
     "$here/tree.sh" check "$old_tree" ||
@@ -237,7 +240,7 @@ stop_at() {
 
 # Apply the next entries of $state/todo.
 apply_todo() {
-    local kind name file out files
+    local kind name file out files head
     while read -r kind name <"$state/todo" && [ -n "$kind" ]; do
         sed -i 1d "$state/todo"
         if [ "$kind" = tag ]; then
@@ -245,13 +248,17 @@ apply_todo() {
             continue
         fi
         file=$(patch_file "$kind" "$name")
-        echo "$kind $name $(g rev-parse HEAD)" >"$state/current"
+        head=$(g rev-parse HEAD)
+        echo "$kind $name $head" >"$state/current"
         if out=$(g am -3 --whitespace=nowarn "$file" 2>&1); then
-            echo "applied $kind $name" >>"$state/log"
-        elif grep -q 'already applied' <<<"$out"; then
-            g am --skip
-            echo "dropped $kind $name (its change is already in Redis $new_version)" >>"$state/log"
-            say "$(patch_label "$kind" "$name"): already in Redis $new_version, dropped"
+            # The three-way merge gave the tree we had: git am made no
+            # commit ("No changes -- Patch already applied.").
+            if [ "$(g rev-parse HEAD)" = "$head" ]; then
+                echo "dropped $kind $name (its change is already in Redis $new_version)" >>"$state/log"
+                say "$(patch_label "$kind" "$name"): already in Redis $new_version, dropped"
+            else
+                echo "applied $kind $name" >>"$state/log"
+            fi
         else
             files=$(g diff --name-only --diff-filter=U)
             if [ -n "$files" ]; then
@@ -292,12 +299,14 @@ resume() {
 # describe it.
 finish() {
     local final=$top/build/redis-$new_version out=$patches/security f
-    if [ -e "$final" ]; then
+    local aside=$top/build/rebase/redis-$REDIS_VERSION.previous
+    if [ "$final" = "$old_tree" ] && [ -e "$final" ]; then
         # The same release, a new Debian revision: keep the old tree aside.
-        rm -rf "$top/build/rebase/redis-$REDIS_VERSION.previous"
-        mv "$final" "$top/build/rebase/redis-$REDIS_VERSION.previous"
-        say "the old tree is now $(rel "$top/build/rebase/redis-$REDIS_VERSION.previous")"
+        rm -rf "$aside"
+        mv "$final" "$aside"
+        say "the old tree is now $(rel "$aside")"
     fi
+    [ ! -e "$final" ] || die "$(rel "$final") exists; remove it (or move it away), then run make rebase again."
     cp "$state/pin" "$pin"
     mv "$tree" "$final"
     tree=$final

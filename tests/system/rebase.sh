@@ -2,10 +2,11 @@
 # rebase.sh -- make rebase (upstream/rebase.sh) on a throw-away copy of the
 # repository, offline: onto the pinned release it does nothing; onto a
 # fabricated release (the pinned tarball with the line that patch 0003
-# hooks into changed) it stops at 0003 naming src/server.c, leaving
-# upstream/pin and patches/ alone; once the conflict is resolved and git am
-# continued, a second run applies the rest and writes upstream/pin and
-# patches/ for the new release, every patch carrying the same change.
+# hooks into changed, and patch 0016 already in it) it stops at 0003 naming
+# src/server.c, leaving upstream/pin and patches/ alone; once the conflict
+# is resolved and git am continued, a second run drops 0016, applies the
+# rest and writes upstream/pin and patches/ for the new release, every
+# other patch carrying the same change.
 . "$(dirname "$0")/lib.sh"
 
 export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@localhost GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@localhost
@@ -42,7 +43,8 @@ else
 fi
 
 # The fabricated release: 8.0.99, the pinned tarball with one line changed
-# right where patch 0003 adds its hook, and Debian's packaging as pinned.
+# right where patch 0003 adds its hook and with patch 0016's change already
+# made (upstream took it), and Debian's packaging as pinned.
 new=8.0.99
 mkdir "$work/fab"
 tar -xzf "$work/cache/$ORIG_TARBALL" -C "$work/fab"
@@ -50,8 +52,10 @@ mv "$work/fab/redis-$REDIS_VERSION" "$work/fab/redis-$new"
 sed -i "s/\"$REDIS_VERSION\"/\"$new\"/" "$work/fab/redis-$new/src/version.h"
 sed -i 's|^\( *info = getListensInfoString(info);\)$|\1 /* rebase test */|' \
     "$work/fab/redis-$new/src/server.c"
-if ! grep -q 'rebase test' "$work/fab/redis-$new/src/server.c"; then
-    err "fabricated release" "the line patch 0003 hooks into is not in server.c any more"
+p16=$(grep '^0016-' "$repo/patches/series")
+if ! grep -q 'rebase test' "$work/fab/redis-$new/src/server.c" ||
+    ! patch -s -p1 -d "$work/fab/redis-$new" <"$repo/patches/$p16" >"$work/patch.log" 2>&1; then
+    err "fabricated release" "server.c lost the line patch 0003 hooks into, or $p16 does not apply: $(cat "$work/patch.log")"
     exit 1
 fi
 tar -czf "$work/redis_$new.orig.tar.gz" -C "$work/fab" "redis-$new"
@@ -63,9 +67,27 @@ fab=(env REDIS_TARBALL="$work/redis_$new.orig.tar.gz"
 expect_fail "a file without the given checksum is refused" "does not have REDIS_ORIG_SHA256" \
     "${fab[@]}" REDIS_ORIG_SHA256=0000 "$rb" "$new"
 
+# The old tree (made by the run above) must hold no work of its own.
+old=$repo/build/redis-$REDIS_VERSION
+echo "/* rebase test: unexported */" >>"$old/src/server.c"
+expect_fail "uncommitted work in the old tree stops the rebase" "must agree before a rebase" \
+    "${fab[@]}" "$rb" "$new"
+git -C "$old" checkout -q -- src/server.c
+mkdir -p "$repo/build/redis-$new"
+expect_fail "an existing build/redis-$new is not overwritten" "redis-$new exists already" \
+    "${fab[@]}" "$rb" "$new"
+rmdir "$repo/build/redis-$new"
+
 p3=$(grep '^0003-' "$repo/patches/series")
 t=$repo/build/rebase/redis-$new
-expect_fail "the conflict stops the rebase at patches/$p3" "patches/$p3 conflicts" "${fab[@]}" "$rb" "$new"
+if out=$("${fab[@]}" "$rb" "$new" 2>&1); then
+    err "conflict" "the rebase did not stop"
+elif grep -q "patches/$p3 conflicts on Redis $new:" <<<"$out" &&
+    grep -qx '  src/server.c' <<<"$out" && grep -q 'am --continue' <<<"$out"; then
+    ok "the conflict stops the rebase, naming patches/$p3, src/server.c and git am --continue"
+else
+    err "conflict message" "$out"
+fi
 out=$("${fab[@]}" "$rb" "$new" 2>&1 || true)
 if grep -q 'still in progress' <<<"$out"; then
     ok "a second run while git am is stopped says so"
@@ -97,7 +119,16 @@ sed -i 's|^\( *\)info = getListensInfoString(info); /\* rebase test \*/$|&\n\1in
     "$t/src/server.c"
 git -C "$t" add src/server.c
 expect_ok "git am --continue after the fix" git -C "$t" am --continue
-expect_ok "the second run applies the rest" "${fab[@]}" "$rb" "$new"
+if out=$("${fab[@]}" "$rb" "$new" 2>&1); then
+    ok "the second run applies the rest"
+else
+    err "second run" "$out"
+fi
+if grep -q "patches/$p16: already in Redis $new, dropped" <<<"$out"; then
+    ok "$p16, which the new release already has, is dropped and said so"
+else
+    err "already applied patch" "$out"
+fi
 
 t=$repo/build/redis-$new
 . "$repo/upstream/pin"
@@ -111,28 +142,29 @@ else
 fi
 n=$(grep -vc '^#' "$work/patches.before/series")
 nl=$(grep -vc '^#' "$work/patches.before/security/series")
-if [ "$(git -C "$t" log --oneline security-fixes..HEAD | wc -l)" -eq "$n" ] &&
+if [ "$(git -C "$t" log --oneline security-fixes..HEAD | wc -l)" -eq $((n - 1)) ] &&
     [ "$(git -C "$t" log --oneline debian-fixes..security-fixes | wc -l)" -eq "$nl" ] &&
     grep -q "\"$new\"" "$t/src/version.h" && [ ! -e "$repo/build/rebase/redis-$new" ]; then
-    ok "build/redis-$new holds Redis $new, $nl security layer and $n patch commits"
+    ok "build/redis-$new holds Redis $new, $nl security layer and $((n - 1)) patch commits"
 else
     err "new tree" "$(git -C "$t" log --oneline upstream..HEAD | wc -l) commits above upstream"
 fi
-# Every patch makes the same change as before (only line numbers and blob
-# ids may differ), 0003 with the new context line.
+# Every patch but 0016 makes the same change as before, in the same order
+# (only numbers, line numbers and blob ids may differ), 0003 with the new
+# context line.
 changes() { grep -E '^[-+]' "$1" | grep -vE '^(\+\+\+|---)( |$)'; }
 same=yes
 for dir in "" security/; do
-    if ! cmp -s "$work/patches.before/${dir}series" "$repo/patches/${dir}series"; then
-        same="${dir}series differs"
-    fi
-    for f in $(grep -v '^#' "$work/patches.before/${dir}series"); do
-        cmp -s <(changes "$work/patches.before/$dir$f") <(changes "$repo/patches/$dir$f") ||
-            same="$dir$f changed"
+    before=($(grep -v '^#' "$work/patches.before/${dir}series" | grep -vx "$p16"))
+    after=($(grep -v '^#' "$repo/patches/${dir}series"))
+    [ "${#before[@]}" -eq "${#after[@]}" ] || same="${dir}series has ${#after[@]} patches, not ${#before[@]}"
+    for i in "${!before[@]}"; do
+        cmp -s <(changes "$work/patches.before/$dir${before[i]}") \
+            <(changes "$repo/patches/$dir${after[i]:-none}") || same="$dir${before[i]} changed"
     done
 done
 if [ "$same" = yes ] && grep -q 'rebase test' "$repo/patches/$p3"; then
-    ok "patches/ and patches/security/ carry the same changes, $p3 on the new context"
+    ok "patches/ and patches/security/ carry the same changes but $p16's, $p3 on the new context"
 else
     err "exported patches" "$same"
 fi
