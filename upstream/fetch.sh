@@ -60,8 +60,8 @@ die_not_carried() {
         "To build the pinned version, give its two files (same sha256 as upstream/pin):" \
         "  make REDIS_TARBALL=/path/$ORIG_TARBALL REDIS_DEBIAN_TARBALL=/path/$DEBIAN_TARBALL" \
         "or point AFORK_APT_URI at an archive or snapshot that still has it." \
-        "Moving to a newer Debian version is a separate step: a rebase of patches/" \
-        "onto it and a new upstream/pin (see README, \"Moving to a new Redis\")."
+        "Moving to a newer Debian version is a separate step, which rewrites patches/" \
+        "and upstream/pin: make rebase REDIS_VERSION=X (README, \"Moving to a new Redis\")."
 }
 
 fetch_with_apt() {

@@ -154,7 +154,7 @@ expect_fail "redis fetch: a version in no suite says what it has and what to do"
     env AFORK_APT_URI="file:$repo" AFORK_APT_SUITES=sid AFORK_CACHE="$work/r2" "$rfetch"
 out=$(env AFORK_APT_URI="file:$repo" AFORK_APT_SUITES=sid AFORK_CACHE="$work/r2" "$rfetch" 2>&1 || true)
 if grep -q "it now has: $newer (sid)" <<<"$out" && grep -q 'REDIS_TARBALL=' <<<"$out" &&
-    grep -q 'separate step' <<<"$out"; then
+    grep -q 'make rebase REDIS_VERSION=' <<<"$out"; then
     ok "redis fetch: ... naming the versions found, the tarball overrides and the rebase"
 else
     err "redis fetch: version in no suite" "the message lacks what to do: $out"
