@@ -1,4 +1,4 @@
-"""bench.py -- stock Redis 8.0.6, redis-afork and any peer side by side: what a fork costs.
+"""bench.py -- stock Redis, redis-afork and any peer side by side: what a fork costs.
 
 --repeat N repetitions (default 5): each runs every variant once per size, on
 a fresh server with the same keys, in an order that changes from one
