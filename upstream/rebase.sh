@@ -85,9 +85,11 @@ resolve_debian_version() {
         archive_open deb-src ||
             die "the Debian archive could not be reached (tried: $archive_uris_used)." \
                 "Set AFORK_APT_URI, or give the files: REDIS_TARBALL=... REDIS_DEBIAN_TARBALL=..."
-        deb_version=$(archive_versions "$DEB_PACKAGE" | while read -r v suite; do
-            [ "$(upstream_of "$v")" = "$new_version" ] && { echo "$v"; break; }
-        done)
+        # The first (newest) whose upstream part, without epoch and Debian
+        # revision, is the release asked for.
+        deb_version=$(archive_versions "$DEB_PACKAGE" | awk -v want="$new_version" '{
+            u = $1; sub(/^[0-9]+:/, "", u); sub(/-[^-]*$/, "", u)
+            if (u == want && !found) { print $1; found = 1 } }')
         if [ -z "$deb_version" ]; then
             die "no suite carries a $DEB_PACKAGE source package of Redis $new_version." \
                 "it has: $(archive_versions "$DEB_PACKAGE" | awk '{ printf "%s%s (%s)", s, $1, $2; s = ", " }')" \
