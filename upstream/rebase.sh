@@ -106,6 +106,18 @@ check_sum() {
         die "$(basename "$1") does not have $3." "expected: $2" "found:    $(sha256_of "$1")"
 }
 
+# take NAME SHA256-OR-EMPTY VAR: $cache/NAME.new becomes $cache/NAME when it
+# has the checksum asked for; otherwise both new downloads are removed.
+take() {
+    local new=$cache/$1.new found
+    if [ -n "$2" ] && [ "$(sha256_of "$new")" != "$2" ]; then
+        found=$(sha256_of "$new")
+        rm -f "$cache/$orig_tarball.new" "$cache/$debian_tarball.new"
+        die "$1 does not have $3." "expected: $2" "found:    $found"
+    fi
+    mv "$new" "$cache/$1"
+}
+
 # The two files into the cache; sets orig_tarball, debian_tarball.
 fetch_new() {
     local v=${deb_version#*:} f
@@ -115,6 +127,11 @@ fetch_new() {
             die "give both REDIS_TARBALL and REDIS_DEBIAN_TARBALL (existing files)."
         orig_tarball=$(basename "$REDIS_TARBALL")
         debian_tarball=$(basename "$REDIS_DEBIAN_TARBALL")
+        # Debian's names, which upstream/fetch.sh asks apt for later.
+        [[ $orig_tarball == "${DEB_PACKAGE}_$new_version".orig.tar.* ]] &&
+            [[ $debian_tarball == "${DEB_PACKAGE}_$v".debian.tar.* ]] ||
+            die "the files must have Debian's names for $DEB_PACKAGE $deb_version:" \
+                "${DEB_PACKAGE}_$new_version.orig.tar.gz (or .xz) and ${DEB_PACKAGE}_$v.debian.tar.xz"
         cp "$REDIS_TARBALL" "$cache/$orig_tarball.new"
         cp "$REDIS_DEBIAN_TARBALL" "$cache/$debian_tarball.new"
     else
@@ -134,10 +151,8 @@ fetch_new() {
         mv "$archive_work/dl/$orig_tarball" "$cache/$orig_tarball.new"
         mv "$archive_work/dl/$debian_tarball" "$cache/$debian_tarball.new"
     fi
-    check_sum "$cache/$orig_tarball.new" "${REDIS_ORIG_SHA256:-}" REDIS_ORIG_SHA256
-    check_sum "$cache/$debian_tarball.new" "${REDIS_DEBIAN_SHA256:-}" REDIS_DEBIAN_SHA256
-    mv "$cache/$orig_tarball.new" "$cache/$orig_tarball"
-    mv "$cache/$debian_tarball.new" "$cache/$debian_tarball"
+    take "$orig_tarball" "${REDIS_ORIG_SHA256:-}" REDIS_ORIG_SHA256
+    take "$debian_tarball" "${REDIS_DEBIAN_SHA256:-}" REDIS_DEBIAN_SHA256
 }
 
 # The pin of the new release, in upstream/pin's layout.

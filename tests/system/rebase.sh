@@ -66,6 +66,14 @@ fab=(env REDIS_TARBALL="$work/redis_$new.orig.tar.gz"
 
 expect_fail "a file without the given checksum is refused" "does not have REDIS_ORIG_SHA256" \
     "${fab[@]}" REDIS_ORIG_SHA256=0000 "$rb" "$new"
+if [ -z "$(ls "$work/cache" | grep -v "^$ORIG_TARBALL\$" | grep -v "^$DEBIAN_TARBALL\$" | grep -v "^redis_$new-1.debian.tar.xz\$")" ]; then
+    ok "... and it is not left in the cache"
+else
+    err "refused file" "the cache holds: $(ls "$work/cache")"
+fi
+cp "$work/redis_$new.orig.tar.gz" "$work/redis-new.tar.gz"
+expect_fail "files without Debian's names are refused" "must have Debian's names" \
+    "${fab[@]}" REDIS_TARBALL="$work/redis-new.tar.gz" "$rb" "$new"
 
 # The old tree (made by the run above) must hold no work of its own.
 old=$repo/build/redis-$REDIS_VERSION
