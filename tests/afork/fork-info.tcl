@@ -312,3 +312,14 @@ tags {"afork"} {
         assert_match {*THP: enabled=*\[fork-thp\]...*} $out
     }
 }
+
+# fork-probe-root points the kernel and THP probes at another /proc and /sys
+# (for tests): like upstream's dir, it may only be set where protected
+# configs are enabled.
+start_server {tags {"afork external:skip"} overrides {enable-protected-configs no}} {
+    test {fork-probe-root is a protected config} {
+        catch {r config set fork-probe-root /tmp} err
+        assert_match {*fork-probe-root*protected config*} $err
+        assert_equal {} [lindex [r config get fork-probe-root] 1]
+    }
+}
