@@ -61,11 +61,13 @@ set cost_fields {
 start_server [list tags {"afork external:skip"} overrides [list loadmodule $forkmodule]] {
     r debug populate 100000
 
-    test {INFO fork: in INFO, all, everything and fork, not in other sections} {
-        foreach args {{} {all} {everything} {fork}} {
+    test {INFO fork: in INFO fork, all and everything, not in plain INFO nor other sections} {
+        foreach args {{all} {everything} {fork} {stats fork}} {
             assert_match "*# Fork*max_fork_usec:*" [r info {*}$args]
         }
-        assert_no_match "*# Fork*" [r info stats]
+        foreach args {{} {default} {stats} {persistence}} {
+            assert_no_match "*# Fork*" [r info {*}$args]
+        }
         assert_no_match "*max_fork_usec*" [r info memory]
     }
 
