@@ -14,8 +14,7 @@ does not depend on it.
 """
 import argparse
 import os
-import socket
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -23,19 +22,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import resp  # noqa: E402
 import stats  # noqa: E402
+from bench import Server, free_port  # noqa: E402
 
 # Upstream 8.0's default INFO sections.
 DEFAULT = ["server", "clients", "memory", "persistence", "stats", "replication",
            "threads", "cpu", "module_list", "errorstats", "cluster", "keyspace",
            "keysizes"]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def batch(conn, args, calls, chunk=200):
@@ -62,21 +54,14 @@ def main():
     p.add_argument("--calls", type=int, default=20000)
     p.add_argument("--keys", type=int, default=100000)
     a = p.parse_args()
-    port = free_port()
     work = tempfile.mkdtemp(prefix="info-cost.")
-    srv = subprocess.Popen([a.server, "--port", str(port), "--bind", "127.0.0.1",
-                            "--save", "", "--dir", work, "--enable-debug-command", "yes"],
-                           stdout=subprocess.DEVNULL)
+    srv = Server(os.path.abspath(a.server), free_port(), work, ["--enable-debug-command", "yes"])
+    conn = srv.conn
     try:
-        for _ in range(100):
-            try:
-                conn = resp.Conn(port)
-                break
-            except OSError:
-                time.sleep(0.05)
         conn.call("DEBUG", "POPULATE", str(a.keys))
         conn.call("BGSAVE")   # so the fork fields hold real values
-        time.sleep(1)
+        while resp.parse_info(conn.call("INFO", "persistence"))["rdb_bgsave_in_progress"] != "0":
+            time.sleep(0.05)
         variants = {"without": DEFAULT, "with": DEFAULT + ["fork"], "fork": ["fork"]}
         res = {v: [] for v in variants}
         for r in range(a.repeat):
@@ -96,8 +81,8 @@ def main():
         print("  reply bytes: default %d, default + fork %d (fork alone %d)"
               % (size["without"], size["with"], size["fork"]))
     finally:
-        srv.terminate()
-        srv.wait()
+        srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

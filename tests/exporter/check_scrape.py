@@ -19,25 +19,18 @@ names of the scrape (with the key or event_name label that tells series
 apart) for contrib/monitoring/metrics.txt.
 """
 import argparse
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "system"))
+import checklib  # noqa: E402
+from checklib import err, ok  # noqa: E402
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 # Labels that name what a series is (the rest: where it comes from).
 IDENTITY = ("key", "event_name")
-
-errors = 0
-
-
-def ok(msg):
-    print("[ok]: " + msg)
-
-
-def err(msg, why):
-    global errors
-    errors += 1
-    print("[err]: %s: %s" % (msg, why))
 
 
 def parse_metrics(path):
@@ -78,7 +71,7 @@ def check_values(script, before, after):
     """Every INFO fork field is exported with INFO's value (a word field: its
     state 1, its other states 0); no series is left over."""
     (nb, wb), (na, wa) = split_fields(before), split_fields(after)
-    start = errors
+    start = checklib.errors
     for k in sorted(set(nb) | set(na)):
         if k not in script:
             err("field %s exported" % k, 'no redis_script_values{key="%s"}' % k)
@@ -98,7 +91,7 @@ def check_values(script, before, after):
                    and not any(x.startswith(w + "_") for w in set(wb) | set(wa)))
     if extra:
         err("no series but INFO fork's", "extra keys %s" % extra)
-    if errors == start:
+    if checklib.errors == start:
         ok("all %d INFO fork fields are exported with INFO's values (%d words as states)"
            % (len(na) + len(wa), len(wa)))
 
@@ -180,7 +173,7 @@ def main():
             ok("%s = %s" % (k, v))
         else:
             err("%s = %s" % (k, v), "scraped %r" % script.get(k))
-    if a.names and errors == 0:
+    if a.names and checklib.errors == 0:
         with open(a.names, "w") as f:
             f.write("# Metric names of a redis_exporter scrape of redis-afork with\n"
                     "# contrib/monitoring/afork-fork-info.lua, written by make test-exporter\n"
@@ -188,7 +181,7 @@ def main():
                     "# dashboard and the alert rules against it. Do not edit.\n")
             f.write("\n".join(names(metrics)) + "\n")
         ok("metric names written to %s" % a.names)
-    return 1 if errors else 0
+    return 1 if checklib.errors else 0
 
 
 if __name__ == "__main__":

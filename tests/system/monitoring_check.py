@@ -23,6 +23,9 @@ import json
 import re
 import sys
 
+import checklib
+from checklib import err, ok
+
 SELECTOR = re.compile(r'\b(redis_[a-zA-Z0-9_]+)\s*(\{[^}]*\})?')
 MATCHER = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
 IDENTITY = ("key", "event_name")
@@ -30,18 +33,6 @@ PANEL_TYPES = {"timeseries", "stat", "state-timeline", "table", "gauge", "bargau
                "text", "row", "heatmap", "barchart"}
 GRAFANA_VARS = {"$instance": ".*", "$__rate_interval": "5m", "$__interval": "1m",
                 "$__range": "1h"}
-
-errors = 0
-
-
-def ok(msg):
-    print("[ok]: " + msg)
-
-
-def err(msg, why):
-    global errors
-    errors += 1
-    print("[err]: %s: %s" % (msg, why))
 
 
 def load_names(path):
@@ -105,7 +96,7 @@ def check_grid(panels):
 def check_dashboard(path, names, promql_out):
     with open(path) as f:
         d = json.load(f)
-    before = errors
+    before = checklib.errors
     for key, kind in (("title", str), ("uid", str), ("schemaVersion", int),
                       ("panels", list), ("templating", dict), ("time", dict)):
         if not isinstance(d.get(key), kind):
@@ -153,7 +144,7 @@ def check_dashboard(path, names, promql_out):
             check_expr("%s %s" % (where, t.get("refId")), expr, names)
             queries.append((p.get("id"), t.get("refId"), grafana_expr(expr)))
     check_grid(panels)
-    if errors == before:
+    if checklib.errors == before:
         ok("dashboard %s: JSON model of %d panels, every query names exported metrics"
            % (path, len(panels)))
     if promql_out:
@@ -190,13 +181,13 @@ def rule_exprs(path):
 
 
 def check_rules(path, names):
-    before = errors
+    before = checklib.errors
     exprs = rule_exprs(path)
     if not exprs:
         err("rules %s" % path, "no rule found")
     for name, expr in exprs:
         check_expr("rule %s" % name, expr, names)
-    if errors == before:
+    if checklib.errors == before:
         ok("rules %s: %d rules, every expression names exported metrics" % (path, len(exprs)))
 
 
@@ -210,7 +201,7 @@ def check_info(path, names):
                 k, v = line.split(":", 1)
                 fields[k] = v
     keys = {v for l, v in names.get("redis_script_values", set()) if l == "key"}
-    before = errors
+    before = checklib.errors
     for k, v in sorted(fields.items()):
         try:
             float(v)
@@ -225,7 +216,7 @@ def check_info(path, names):
         if key not in fields and not any(key.startswith(k + "_") and not _num(fields[k])
                                          for k in fields):
             err("metrics.txt is current", "scraped key %s is no INFO fork field of this build" % key)
-    if errors == before:
+    if checklib.errors == before:
         ok("metrics.txt holds the %d INFO fork fields of this build, and no other" % len(fields))
 
 
@@ -252,7 +243,7 @@ def main():
         check_rules(a.rules, names)
     if a.info_fork:
         check_info(a.info_fork, names)
-    return 1 if errors else 0
+    return 1 if checklib.errors else 0
 
 
 if __name__ == "__main__":
