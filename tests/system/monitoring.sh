@@ -9,10 +9,11 @@
 #    contrib/monitoring/metrics.txt, the names of a real redis_exporter
 #    scrape (written by make test-exporter);
 #  - metrics.txt holds exactly the INFO fork fields of the build under
-#    test (a renamed field fails here until make test-exporter ran);
+#    test (a renamed field fails here until make test-exporter ran), and
+#    README's INFO table documents each of them;
 #  - each check fails on a copy broken on purpose: a rule threshold, a
 #    metric name in the dashboard and in a rule, a query's syntax, a panel
-#    overlapping another, an INFO field renamed.
+#    overlapping another, an INFO field renamed, a field undocumented.
 # Needs promtool (Debian's prometheus package; utils/install-deps.sh).
 . "$(dirname "$0")/lib.sh"
 
@@ -43,6 +44,8 @@ kill "$rpid"
 wait "$rpid" 2>/dev/null
 expect_ok "metrics.txt holds this build's INFO fork fields (else: make test-exporter)" \
     python3 "$check" --names "$names" --info-fork "$work/info-fork.txt"
+expect_ok "README's INFO table documents every INFO fork field" \
+    python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" --readme "$top/README.md"
 
 # The same checks on copies broken on purpose must fail.
 mkdir -p "$work/broken/tests"
@@ -75,4 +78,7 @@ expect_fail "the rules check fails on an unexported key" 'fork_thp_refused.*not 
 sed 's/^max_fork_usec:/max_fork_parent_usec:/' "$work/info-fork.txt" >"$work/broken/info-fork.txt"
 expect_fail "the metrics.txt check fails when an INFO field is renamed" 'max_fork_parent_usec' \
     python3 "$check" --names "$names" --info-fork "$work/broken/info-fork.txt"
+{ cat "$work/info-fork.txt"; echo "fork_new_field_usec:0"; } >"$work/broken/info-fork2.txt"
+expect_fail "the README check fails on an undocumented field" 'does not document.*fork_new_field_usec' \
+    python3 "$check" --names "$names" --info-fork "$work/broken/info-fork2.txt" --readme "$top/README.md"
 exit $status

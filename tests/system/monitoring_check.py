@@ -2,7 +2,8 @@
 """monitoring_check.py -- contrib/monitoring/ against what the exporter exports.
 
     monitoring_check.py --names metrics.txt [--dashboard D.json] [--rules R.yml]
-                        [--info-fork INFO.txt] [--promql-out RULES.yml]
+                        [--info-fork INFO.txt [--readme README.md]]
+                        [--promql-out RULES.yml]
 
 --names: the metric names of a real scrape (contrib/monitoring/metrics.txt,
 written by make test-exporter). Every metric a dashboard query, a dashboard
@@ -15,7 +16,8 @@ overlap) and targets (refId unique, a query); --promql-out writes every
 dashboard query as a recording rule (Grafana's variables replaced) for
 `promtool check rules` to parse. --info-fork: INFO fork of the build under
 test; the script keys of --names must be its fields, and all of them
-(metrics.txt is stale after a rename until make test-exporter runs).
+(metrics.txt is stale after a rename until make test-exporter runs);
+with --readme, each field must be in README's INFO table.
 Prints "[ok]: ..." or "[err]: ..." lines; exit 1 on any error.
 """
 import argparse
@@ -220,6 +222,23 @@ def check_info(path, names):
         ok("metrics.txt holds the %d INFO fork fields of this build, and no other" % len(fields))
 
 
+def check_readme(path, info_path):
+    """Every INFO fork field is in README's INFO table (| field | unit | ...)."""
+    text = open(path).read()
+    start = text.find("| field | unit | meaning |")
+    table = text[start:text.find("\n\n", start)] if start >= 0 else ""
+    documented = set(re.findall(r"`([a-z0-9_]+)`", table))
+    fields = [l.split(":", 1)[0] for l in open(info_path).read().split("\n")
+              if ":" in l and not l.startswith("#")]
+    missing = [f for f in fields if f not in documented]
+    if not table:
+        err("README's INFO table", "no '| field | unit | meaning |' table in %s" % path)
+    elif missing:
+        err("README's INFO table", "does not document %s" % missing)
+    else:
+        ok("README's INFO table documents the %d INFO fork fields" % len(fields))
+
+
 def _num(v):
     try:
         float(v)
@@ -235,6 +254,7 @@ def main():
     p.add_argument("--rules")
     p.add_argument("--info-fork")
     p.add_argument("--promql-out")
+    p.add_argument("--readme")
     a = p.parse_args()
     names = load_names(a.names)
     if a.dashboard:
@@ -243,6 +263,8 @@ def main():
         check_rules(a.rules, names)
     if a.info_fork:
         check_info(a.info_fork, names)
+    if a.readme and a.info_fork:
+        check_readme(a.readme, a.info_fork)
     return 1 if checklib.errors else 0
 
 
