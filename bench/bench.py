@@ -552,7 +552,7 @@ def steady_round(srv, args, keys, requests, seconds, tag, rnd, fig):
     if "fork_thp_collapse_passes" in f:
         fig["round%d_collapse_wait_s" % rnd] = waited
         fig["round%d_huge_after_mb" % rnd] = \
-            max(0, int(f["fork_thp_collapse_huge_after_bytes"])) / MIB
+            max(0, int(f["latest_fork_thp_collapse_huge_after_bytes"])) / MIB
     return r
 
 

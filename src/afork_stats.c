@@ -155,30 +155,27 @@ static long long forkPercentile(double p) {
     return v > st.max_fork_usec ? st.max_fork_usec : v;
 }
 
-/* INFO fork: the cost fields. */
+/* INFO fork: the cost fields. Upstream's INFO stats has the latest fork
+ * time and the fork count (latest_fork_usec, total_forks); these add its
+ * max, total and percentiles, measured around fork() alone. */
 sds aforkStatsInfo(sds info) {
     return sdscatprintf(info,
-        "latest_fork_parent_usec:%lld\r\n"
-        "max_fork_parent_usec:%lld\r\n"
-        "total_fork_parent_usec:%lld\r\n"
-        "forks_since_reset:%lld\r\n"
-        "fork_parent_p50_usec:%lld\r\n"
-        "fork_parent_p99_usec:%lld\r\n"
-        "fork_parent_p999_usec:%lld\r\n"
+        "max_fork_usec:%lld\r\n"
+        "total_fork_usec:%lld\r\n"
+        "fork_p50_usec:%lld\r\n"
+        "fork_p99_usec:%lld\r\n"
+        "fork_p999_usec:%lld\r\n"
         "latest_fork_rate_gb_per_sec:%.2f\r\n"
         "latest_fork_child_ready_usec:%lld\r\n"
         "max_fork_child_ready_usec:%lld\r\n"
         "latest_fork_async_observed:%d\r\n"
-        "fork_cow_child_active:%d\r\n"
-        "fork_cow_minor_faults:%lld\r\n"
-        "fork_cow_max_eventloop_usec:%lld\r\n"
-        "last_fork_cow_minor_faults:%lld\r\n"
-        "last_fork_cow_max_eventloop_usec:%lld\r\n"
-        "last_fork_child_life_usec:%lld\r\n",
-        st.latest_fork_usec,
+        "current_fork_cow_minor_faults:%lld\r\n"
+        "current_fork_cow_max_eventloop_usec:%lld\r\n"
+        "latest_fork_cow_minor_faults:%lld\r\n"
+        "latest_fork_cow_max_eventloop_usec:%lld\r\n"
+        "latest_fork_child_life_usec:%lld\r\n",
         st.max_fork_usec,
         st.total_fork_usec,
-        st.forks,
         forkPercentile(50.0),
         forkPercentile(99.0),
         forkPercentile(99.9),
@@ -186,7 +183,6 @@ sds aforkStatsInfo(sds info) {
         st.latest_child_ready_usec,
         st.max_child_ready_usec,
         st.last_fork_async,
-        cow.active,
         st.cow_minor_faults,
         st.cow_max_eventloop_usec,
         st.last_cow_minor_faults,

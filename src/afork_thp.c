@@ -462,22 +462,19 @@ sds aforkThpInfo(sds info) {
     pthread_mutex_lock(&thp.lock);
     memcpy(state, thp.collapse_state, sizeof(state));
     pthread_mutex_unlock(&thp.lock);
-    long long rss = (long long)server.cron_malloc_stats.process_rss;
     return sdscatprintf(info,
         "fork_thp:%d\r\n"
         "fork_thp_heap:%s\r\n"
-        "fork_thp_collapse_rate_mb:%d\r\n"
+        "fork_thp_collapse_rate_mb_per_sec:%d\r\n"
         "fork_thp_collapse_status:%s\r\n"
         "fork_thp_collapse_passes:%lld\r\n"
         "fork_thp_collapse_ranges:%lld\r\n"
         "fork_thp_collapse_failures:%lld\r\n"
         "fork_thp_collapse_pauses:%lld\r\n"
         "fork_thp_collapse_usec:%lld\r\n"
-        "fork_thp_collapse_huge_before_bytes:%lld\r\n"
-        "fork_thp_collapse_huge_after_bytes:%lld\r\n"
-        "fork_thp_rss_overhead_bytes:%lld\r\n",
+        "latest_fork_thp_collapse_huge_before_bytes:%lld\r\n"
+        "latest_fork_thp_collapse_huge_after_bytes:%lld\r\n",
         afork_fork_thp, thp.why, afork_thp_collapse_rate_mb,
         afork_thp_collapse_rate_mb <= 0 && thp.thread_started ? "off" : state,
-        passes, ranges, failures, pauses, usec, before, after,
-        rss > 0 ? rss - (long long)zmalloc_used_memory() : -1);
+        passes, ranges, failures, pauses, usec, before, after);
 }

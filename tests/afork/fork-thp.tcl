@@ -49,7 +49,7 @@ start_server {tags {"afork external:skip"}} {
         assert_error {*fork-thp-collapse-rate*argument couldn't be parsed*} \
             {r config set fork-thp-collapse-rate fast}
         r config set fork-thp-collapse-rate 0
-        assert_equal [thp_info fork_thp_collapse_rate_mb] 0
+        assert_equal [thp_info fork_thp_collapse_rate_mb_per_sec] 0
         r config set fork-thp-collapse-rate 256
     }
 
@@ -113,8 +113,8 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         set now [thp_anon_huge_kb $pid]
         assert_morethan $now [expr {$::thp_populated * 9 / 10}]
         assert_morethan [thp_info fork_thp_collapse_ranges] 50
-        assert_morethan [thp_info fork_thp_collapse_huge_after_bytes] \
-                        [thp_info fork_thp_collapse_huge_before_bytes]
+        assert_morethan [thp_info latest_fork_thp_collapse_huge_after_bytes] \
+                        [thp_info latest_fork_thp_collapse_huge_before_bytes]
         assert_morethan [thp_info fork_thp_collapse_usec] 0
         assert_equal [thp_info fork_thp_collapse_failures] 0
     }
@@ -141,7 +141,8 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         r config resetstat
         assert_equal [thp_info fork_thp_collapse_ranges] 0
         assert_equal [thp_info fork_thp_collapse_passes] 0
-        assert_morethan [thp_info fork_thp_rss_overhead_bytes] 0
+        # What huge pages cost in memory is upstream's fragmentation field.
+        assert_morethan [getInfoProperty [r info memory] mem_fragmentation_bytes] 0
     }
 
     test {The save still works and restarts cleanly with fork-thp} {

@@ -199,6 +199,7 @@ sed -i 's/within noise/better/' "$repo/README.md"
 expect_fail "tables.py --check notices a hand-edited table" 'differ from the committed results' \
     python3 "$tables" --check "$repo/README.md"
 cp -r "$repo/res" "$work/dirty"
+# The record's own flag (its "source" holds a "dirty" too, first in the file).
 python3 - "$work/dirty/machine.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))

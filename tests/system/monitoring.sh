@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# monitoring.sh -- contrib/monitoring/: the alert rules, the dashboard and
+# the metric names they use.
+#
+#  - promtool check rules and promtool test rules (fixture series in
+#    contrib/monitoring/tests/) on afork-alerts.yml;
+#  - the Grafana dashboard's JSON model, its queries parsed by promtool,
+#    and every metric the dashboard and the rules name found in
+#    contrib/monitoring/metrics.txt, the names of a real redis_exporter
+#    scrape (written by make test-exporter);
+#  - metrics.txt holds exactly the INFO fork fields of the build under
+#    test (a renamed field fails here until make test-exporter ran), and
+#    README's INFO table documents each of them;
+#  - each check fails on a copy broken on purpose: a rule threshold, a
+#    metric name in the dashboard and in a rule, a query's syntax, a panel
+#    overlapping another, an INFO field renamed, a field undocumented.
+# Needs promtool (Debian's prometheus package; utils/install-deps.sh).
+. "$(dirname "$0")/lib.sh"
+
+mon=$top/contrib/monitoring
+check=$top/tests/system/monitoring_check.py
+names=$mon/metrics.txt
+if ! command -v promtool >/dev/null; then
+    err "monitoring" "promtool is not installed (sudo utils/install-deps.sh installs Debian's prometheus package)"
+    exit 1
+fi
+
+expect_ok "promtool check rules afork-alerts.yml" promtool check rules "$mon/afork-alerts.yml"
+expect_ok "promtool test rules: each alert fires on its fixtures and only there" \
+    promtool test rules "$mon/tests/afork-alerts.test.yml"
+expect_ok "dashboard JSON model; dashboard and rules name only exported metrics" \
+    python3 "$check" --names "$names" --dashboard "$mon/afork-dashboard.json" \
+    --rules "$mon/afork-alerts.yml" --promql-out "$work/dashboard-queries.yml"
+expect_ok "promtool parses every dashboard query" promtool check rules "$work/dashboard-queries.yml"
+
+# metrics.txt against the INFO fork of this build.
+port=$(free_port)
+"$tree/src/redis-server" --port "$port" --bind 127.0.0.1 --save '' --dir "$work" \
+    --daemonize no --logfile "$work/redis.log" &
+rpid=$!
+for _ in $(seq 50); do "$tree/src/redis-cli" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+"$tree/src/redis-cli" -p "$port" info fork | tr -d '\r' >"$work/info-fork.txt"
+kill "$rpid"
+wait "$rpid" 2>/dev/null
+expect_ok "metrics.txt holds this build's INFO fork fields (else: make test-exporter)" \
+    python3 "$check" --names "$names" --info-fork "$work/info-fork.txt"
+expect_ok "README's INFO table documents every INFO fork field" \
+    python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" --readme "$top/README.md"
+
+# The same checks on copies broken on purpose must fail.
+mkdir -p "$work/broken/tests"
+cp "$mon/tests/afork-alerts.test.yml" "$work/broken/tests/"
+sed 's/> 0\.1$/> 0.3/' "$mon/afork-alerts.yml" >"$work/broken/afork-alerts.yml"
+expect_fail "promtool test rules fails on a changed threshold" "FAILED" \
+    promtool test rules "$work/broken/tests/afork-alerts.test.yml"
+sed 's/key=\\"max_fork_usec\\"/key=\\"max_fork_parent_usec\\"/' "$mon/afork-dashboard.json" >"$work/broken/d1.json"
+expect_fail "the dashboard check fails on an unexported key" 'max_fork_parent_usec.*not in metrics.txt' \
+    python3 "$check" --names "$names" --dashboard "$work/broken/d1.json"
+sed 's/redis_latest_fork_seconds/redis_latest_fork_usec/' "$mon/afork-dashboard.json" >"$work/broken/d2.json"
+expect_fail "the dashboard check fails on an unexported metric" 'redis_latest_fork_usec is not in' \
+    python3 "$check" --names "$names" --dashboard "$work/broken/d2.json"
+python3 - "$mon/afork-dashboard.json" "$work/broken/d3.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["panels"][1]["gridPos"] = dict(d["panels"][0]["gridPos"])
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+expect_fail "the dashboard check fails on overlapping panels" 'overlaps panel' \
+    python3 "$check" --names "$names" --dashboard "$work/broken/d3.json"
+sed 's/1 \/ (redis_script_values/1 \/ ((redis_script_values/' "$mon/afork-dashboard.json" >"$work/broken/d4.json"
+python3 "$check" --names "$names" --dashboard "$work/broken/d4.json" \
+    --promql-out "$work/broken/d4-queries.yml" >/dev/null
+expect_fail "promtool fails on a dashboard query with a syntax error" 'unclosed|parse error|unexpected' \
+    promtool check rules "$work/broken/d4-queries.yml"
+sed 's/key="fork_thp_heap_refused"/key="fork_thp_refused"/' "$mon/afork-alerts.yml" >"$work/broken/r1.yml"
+expect_fail "the rules check fails on an unexported key" 'fork_thp_refused.*not in metrics.txt' \
+    python3 "$check" --names "$names" --rules "$work/broken/r1.yml"
+sed 's/^max_fork_usec:/max_fork_parent_usec:/' "$work/info-fork.txt" >"$work/broken/info-fork.txt"
+expect_fail "the metrics.txt check fails when an INFO field is renamed" 'max_fork_parent_usec' \
+    python3 "$check" --names "$names" --info-fork "$work/broken/info-fork.txt"
+{ cat "$work/info-fork.txt"; echo "fork_new_field_usec:0"; } >"$work/broken/info-fork2.txt"
+expect_fail "the README check fails on an undocumented field" 'does not document.*fork_new_field_usec' \
+    python3 "$check" --names "$names" --info-fork "$work/broken/info-fork2.txt" --readme "$top/README.md"
+exit $status
