@@ -18,15 +18,33 @@ REDIS_MAKE_FLAGS ?=
 TEST_CLIENTS ?= 4
 
 .PHONY: all build tree stock fetch patches check-patches run test \
-        test-upstream test-exporter bench install clean distclean
+        test-upstream test-exporter bench install clean distclean \
+        deps $(CHECK_DEPS)
 
 all: build
 
-fetch:
+# Debian packages by what they are for (utils/install-deps.sh). Each goal
+# checks its set before it starts and names the command that installs what
+# is missing; `make deps GOAL...` installs the sets of the goals first
+# (sudo when not root), e.g. `make deps run`, `make deps test`.
+CHECK_DEPS := check-deps-build check-deps-test check-deps-bench check-deps-deb
+deps_of = $(sort build \
+    $(if $(filter test test-upstream,$(1)),test) \
+    $(if $(filter bench,$(1)),bench) \
+    $(if $(filter kernel-%,$(1)),kernel))
+deps:
+	@utils/install-deps.sh $(if $(filter-out deps,$(MAKECMDGOALS)),$(call deps_of,$(MAKECMDGOALS)))
+
+$(CHECK_DEPS):
+	@utils/install-deps.sh --check $(@:check-deps-%=%)
+# With deps among the goals, every check waits for it (also under make -j).
+$(CHECK_DEPS) check-deps-kernel: $(filter deps,$(MAKECMDGOALS))
+
+fetch: check-deps-build
 	@upstream/fetch.sh
 
 # Create build/redis-<version>, or re-apply patches/ after they changed.
-tree:
+tree: check-deps-build
 	@upstream/tree.sh patched $(TREE)
 
 build: tree
@@ -34,7 +52,7 @@ build: tree
 	@echo "redis-afork built: $(TREE)/src/redis-server"
 
 # Unpatched upstream (the security layer included), for side-by-side benchmarks.
-stock:
+stock: check-deps-build
 	@upstream/tree.sh stock $(STOCK)
 	@$(MAKE) -C $(STOCK) -j$(JOBS) $(REDIS_MAKE_FLAGS)
 	@echo "stock Redis built: $(STOCK)/src/redis-server"
@@ -51,7 +69,7 @@ check-patches:
 run: build
 	@utils/run.sh $(TREE)
 
-test: build stock
+test: check-deps-test build stock
 	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh
 
 # A Prometheus exporter (built with Go) scraping redis-afork's LATENCY events.
@@ -59,7 +77,7 @@ test-exporter: build
 	@TREE=$(TREE) bash tests/exporter/run.sh
 
 # Upstream's whole Tcl suite against redis-afork.
-test-upstream: build
+test-upstream: check-deps-test build
 	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh --upstream-all
 
 # Stock 8.0.6 and redis-afork side by side (bench/README.md): SIZES in GB,
@@ -67,7 +85,7 @@ test-upstream: build
 SIZES ?= 1
 REPEAT ?= 5
 BENCH_FLAGS ?=
-bench: build stock
+bench: check-deps-bench build stock
 	@TREE=$(TREE) STOCK=$(STOCK) bench/run.sh --sizes "$(SIZES)" --repeat "$(REPEAT)" $(BENCH_FLAGS)
 
 # The Async-fork kernel harness: make kernel-test (contrib/async-fork/README.md).
