@@ -12,6 +12,8 @@ TREE   := build/redis-$(REDIS_VERSION)
 STOCK  := build/stock/redis-$(REDIS_VERSION)
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+DESTDIR ?=
 # Extra variables for upstream's make, e.g. REDIS_MAKE_FLAGS="BUILD_TLS=yes".
 REDIS_MAKE_FLAGS ?=
 # Parallel test clients for the Tcl suite (upstream's default is 16).
@@ -91,9 +93,17 @@ bench: check-deps-bench build stock
 # The Async-fork kernel harness: make kernel-test (contrib/async-fork/README.md).
 include contrib/async-fork/kernel.mk
 
+# Programs to $(DESTDIR)$(PREFIX)/bin, redis.conf (with our options) to
+# $(DESTDIR)$(SYSCONFDIR)/redis-afork/, where an existing one is kept.
 install: build
-	@$(MAKE) -C $(TREE) install PREFIX=$(PREFIX)
-	install -D -m 644 $(TREE)/redis.conf $(PREFIX)/etc/redis-afork/redis.conf
+	@$(MAKE) -C $(TREE) install PREFIX=$(DESTDIR)$(PREFIX)
+	@conf=$(DESTDIR)$(SYSCONFDIR)/redis-afork/redis.conf; \
+	if [ -e $$conf ] && ! cmp -s $(TREE)/redis.conf $$conf; then \
+	    install -D -m 644 $(TREE)/redis.conf $$conf.default; \
+	    echo "kept $$conf; the new one is $$conf.default"; \
+	else \
+	    install -D -m 644 $(TREE)/redis.conf $$conf && echo "installed $$conf"; \
+	fi
 
 # Build outputs only; the trees (and any commits in them) stay.
 clean:
