@@ -21,7 +21,7 @@ TEST_CLIENTS ?= 4
 
 .PHONY: all build tree stock fetch patches check-patches run test \
         test-upstream test-exporter bench install clean distclean \
-        deps $(CHECK_DEPS)
+        deps deb test-deb $(CHECK_DEPS)
 
 all: build
 
@@ -33,6 +33,7 @@ CHECK_DEPS := check-deps-build check-deps-test check-deps-bench check-deps-deb
 deps_of = $(sort build \
     $(if $(filter test test-upstream,$(1)),test) \
     $(if $(filter bench,$(1)),bench) \
+    $(if $(filter deb test-deb,$(1)),deb) \
     $(if $(filter kernel-%,$(1)),kernel))
 deps:
 	@utils/install-deps.sh $(if $(filter-out deps,$(MAKECMDGOALS)),$(call deps_of,$(MAKECMDGOALS)))
@@ -104,6 +105,14 @@ install: build
 	else \
 	    install -D -m 644 $(TREE)/redis.conf $$conf && echo "installed $$conf"; \
 	fi
+
+# Debian packages (redis-afork-server, -tools, -sentinel; contrib/debian/)
+# in build/deb/, and their test: install, serve as the unit does, purge.
+deb: check-deps-deb
+	@JOBS=$(JOBS) contrib/debian/build.sh build/deb
+
+test-deb: deb
+	@tests/deb/run.sh build/deb
 
 # Build outputs only; the trees (and any commits in them) stay.
 clean:
