@@ -3,6 +3,8 @@
 #
 #   tests/deb/run.sh [DEBDIR]     (default: build/deb; root, or sudo is used)
 #
+# 0. The source package unpacks (dpkg-source -x applies every patch) and
+#    its series has Debian's patches first, then ours in the project's order.
 # 1. On a clean machine: installs redis-afork-tools, -server and -sentinel
 #    with dpkg -i (service starts denied by policy-rc.d, as in a container),
 #    checks what Debian's redis-server gives (the redis user, /var/lib/redis,
@@ -61,8 +63,8 @@ for p in $ours $theirs; do
         finish
     fi
 done
-if pgrep -x redis-server >/dev/null && [ -e /run/redis ]; then
-    err "clean machine" "a redis-server runs with /run/redis; stop it first"
+if pgrep -f '^/usr/bin/redis-(server|sentinel|check-rdb)' >/dev/null; then
+    err "clean machine" "a /usr/bin/redis-server runs; stop it first"
     finish
 fi
 
@@ -156,6 +158,30 @@ stop_server() {
     return $rc
 }
 
+# ====================================================== 0. the source package
+dsc=$debdir/redis_${version#*:}.dsc
+if [ -f "$dsc" ] && (cd "$work" && dpkg-source -x "$dsc" src) >"$work/dpkg-source.log" 2>&1 &&
+    cmp -s "$work/src/src/afork.c" "$top/src/afork.c"; then
+    ok "$(basename "$dsc") unpacks with dpkg-source -x, all patches applying, our sources in it"
+else
+    err "source package" "$(tail -n 10 "$work/dpkg-source.log" 2>&1)"
+fi
+# Our series comes after every patch of Debian's (its CVE fixes included),
+# patches/security before our sources, then patches/series in its order.
+debian_tarball=${AFORK_CACHE:-$top/upstream/cache}/$DEBIAN_TARBALL
+series=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$work/src/debian/patches/series" 2>/dev/null)
+want=$( (tar -xJOf "$debian_tarball" debian/patches/series |
+        sed -e 's/#.*//' -e '/^[[:space:]]*$/d'
+    sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's|^|afork/security/|' "$top/patches/security/series"
+    echo afork/0000-redis-afork-sources.patch
+    sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's|^|afork/|' "$top/patches/series") 2>/dev/null)
+if [ -n "$series" ] && [ "$series" = "$want" ] && grep -q 'CVE' <<<"$series"; then
+    ok "debian/patches/series: Debian's $(grep -vc '^afork/' <<<"$series") patches, then our $(grep -c '^afork/' <<<"$series")"
+else
+    err "series order" "expected Debian's series ($debian_tarball), then ours: $(diff <(echo "$want") <(echo "$series") | head)"
+fi
+rm -rf "$work/src"
+
 # ====================================================== 1. a clean machine
 if dpkg -i "${debs[@]}" >"$work/dpkg-i.log" 2>&1; then
     ok "dpkg -i installs $ours ($version)"
@@ -176,7 +202,8 @@ else
     err "redis-afork-server relations" "$prov"
 fi
 
-if id redis >/dev/null 2>&1 &&
+redis_uid=$(id -u redis 2>/dev/null || echo 0)
+if [ "$redis_uid" != 0 ] &&
     [ "$(stat -c %U:%a /var/lib/redis)" = redis:750 ] &&
     [ "$(stat -c %U /var/log/redis)" = redis ] &&
     [ "$(stat -c %U:%G:%a /etc/redis/redis.conf)" = redis:redis:640 ]; then
@@ -281,7 +308,8 @@ for f in /usr/bin/redis-server /usr/bin/redis-check-rdb /etc/redis /var/lib/redi
     [ -e "$f" ] && left="$left $f"
 done
 [ "$had_user" = 1 ] || ! id redis >/dev/null 2>&1 || left="$left user:redis"
-running=$(pgrep -u redis -l 2>/dev/null; pgrep -xl redis-server)
+# Processes of the (now deleted) redis uid, or of the packaged programs.
+running=$(pgrep -l -U "$redis_uid"; pgrep -a -f '^/usr/bin/redis-(server|sentinel|check-rdb)')
 if [ -z "$left" ] && [ -z "$running" ]; then
     ok "after the purge: no process, no package, no file, no redis user"
 else
