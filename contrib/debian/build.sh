@@ -15,15 +15,16 @@
 #     after the CVE fixes;
 #   - a changelog entry for version DEB_VERSION+aforkN (5:8.0.6-3+afork1).
 # dpkg-buildpackage then builds the source package and the .debs into
-# OUTDIR, with DEB_BUILD_OPTIONS=nocheck (and the nocheck profile): the package's check step runs
-# upstream's whole Tcl suite with one client (about an hour here), while
-# make test runs our tests and the upstream units around fork and
-# persistence on the same code, and make test-upstream the whole suite.
+# OUTDIR, with DEB_BUILD_OPTIONS=nocheck (and the nocheck profile): the
+# package's check step runs upstream's whole Tcl suite with one client plus
+# the cluster and Sentinel suites (make test-upstream, the Tcl suite with 4
+# clients, takes 12 min here), while make test runs our tests and the
+# upstream units around fork and persistence on the same code.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/upstream/pin"
-cache=${AFORK_CACHE:-$top/upstream/cache}
+cache=$(realpath -m "${AFORK_CACHE:-$top/upstream/cache}")
 out=$(realpath -m "${1:-$top/build/deb}")
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
