@@ -199,7 +199,12 @@ sed -i 's/within noise/better/' "$repo/README.md"
 expect_fail "tables.py --check notices a hand-edited table" 'differ from the committed results' \
     python3 "$tables" --check "$repo/README.md"
 cp -r "$repo/res" "$work/dirty"
-sed -i 's/"dirty": false/"dirty": true/' "$work/dirty/machine.json"
+python3 - "$work/dirty/machine.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["dirty"] = True
+json.dump(m, open(sys.argv[1], "w"))
+PY
 expect_fail "tables.py refuses -dirty results" 'uncommitted changes' \
     python3 "$tables" "$work/dirty"
 sed -i '0,/,keys,/s/\(,keys,\)[0-9.]*/\11/' "$repo/res/results.csv"
