@@ -12,21 +12,42 @@ TREE   := build/redis-$(REDIS_VERSION)
 STOCK  := build/stock/redis-$(REDIS_VERSION)
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+DESTDIR ?=
 # Extra variables for upstream's make, e.g. REDIS_MAKE_FLAGS="BUILD_TLS=yes".
 REDIS_MAKE_FLAGS ?=
 # Parallel test clients for the Tcl suite (upstream's default is 16).
 TEST_CLIENTS ?= 4
 
 .PHONY: all build tree stock fetch patches check-patches run test \
-        test-upstream test-exporter bench install clean distclean rebase
+        test-upstream test-exporter bench install clean distclean rebase \
+        deps deb test-deb $(CHECK_DEPS)
 
 all: build
 
-fetch:
+# Debian packages by what they are for (utils/install-deps.sh). Each goal
+# checks its set before it starts and names the command that installs what
+# is missing; `make deps GOAL...` installs the sets of the goals first
+# (sudo when not root), e.g. `make deps run`, `make deps test`.
+CHECK_DEPS := check-deps-build check-deps-test check-deps-bench check-deps-deb
+deps_of = $(sort build \
+    $(if $(filter test test-upstream,$(1)),test) \
+    $(if $(filter bench,$(1)),bench) \
+    $(if $(filter deb test-deb,$(1)),deb) \
+    $(if $(filter kernel-%,$(1)),kernel))
+deps:
+	@utils/install-deps.sh $(if $(filter-out deps,$(MAKECMDGOALS)),$(call deps_of,$(MAKECMDGOALS)))
+
+$(CHECK_DEPS):
+	@utils/install-deps.sh --check $(@:check-deps-%=%)
+# With deps among the goals, every check waits for it (also under make -j).
+$(CHECK_DEPS) check-deps-kernel: $(filter deps,$(MAKECMDGOALS))
+
+fetch: check-deps-build
 	@upstream/fetch.sh
 
 # Create build/redis-<version>, or re-apply patches/ after they changed.
-tree:
+tree: check-deps-build
 	@upstream/tree.sh patched $(TREE)
 
 build: tree
@@ -34,7 +55,7 @@ build: tree
 	@echo "redis-afork built: $(TREE)/src/redis-server"
 
 # Unpatched upstream (the security layer included), for side-by-side benchmarks.
-stock:
+stock: check-deps-build
 	@upstream/tree.sh stock $(STOCK)
 	@$(MAKE) -C $(STOCK) -j$(JOBS) $(REDIS_MAKE_FLAGS)
 	@echo "stock Redis built: $(STOCK)/src/redis-server"
@@ -57,7 +78,7 @@ rebase:
 run: build
 	@utils/run.sh $(TREE)
 
-test: build stock
+test: check-deps-test build stock
 	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh
 
 # A Prometheus exporter (built with Go) scraping redis-afork's LATENCY events.
@@ -65,7 +86,7 @@ test-exporter: build
 	@TREE=$(TREE) bash tests/exporter/run.sh
 
 # Upstream's whole Tcl suite against redis-afork.
-test-upstream: build
+test-upstream: check-deps-test build
 	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh --upstream-all
 
 # Stock Redis and redis-afork side by side (bench/README.md): SIZES in GB,
@@ -73,15 +94,31 @@ test-upstream: build
 SIZES ?= 1
 REPEAT ?= 5
 BENCH_FLAGS ?=
-bench: build stock
+bench: check-deps-bench build stock
 	@TREE=$(TREE) STOCK=$(STOCK) bench/run.sh --sizes "$(SIZES)" --repeat "$(REPEAT)" $(BENCH_FLAGS)
 
 # The Async-fork kernel harness: make kernel-test (contrib/async-fork/README.md).
 include contrib/async-fork/kernel.mk
 
+# Programs to $(DESTDIR)$(PREFIX)/bin, redis.conf (with our options) to
+# $(DESTDIR)$(SYSCONFDIR)/redis-afork/, where an existing one is kept.
 install: build
-	@$(MAKE) -C $(TREE) install PREFIX=$(PREFIX)
-	install -D -m 644 $(TREE)/redis.conf $(PREFIX)/etc/redis-afork/redis.conf
+	@$(MAKE) -C $(TREE) install PREFIX=$(DESTDIR)$(PREFIX)
+	@conf=$(DESTDIR)$(SYSCONFDIR)/redis-afork/redis.conf; \
+	if [ -e $$conf ] && ! cmp -s $(TREE)/redis.conf $$conf; then \
+	    install -D -m 644 $(TREE)/redis.conf $$conf.default; \
+	    echo "kept $$conf; the new one is $$conf.default"; \
+	else \
+	    install -D -m 644 $(TREE)/redis.conf $$conf && echo "installed $$conf"; \
+	fi
+
+# Debian packages (redis-afork-server, -tools, -sentinel; contrib/debian/)
+# in build/deb/, and their test: install, serve as the unit does, purge.
+deb: check-deps-deb
+	@JOBS=$(JOBS) contrib/debian/build.sh build/deb
+
+test-deb: deb
+	@tests/deb/run.sh build/deb
 
 # Build outputs only; the trees (and any commits in them) stay.
 clean:

@@ -205,6 +205,13 @@ sds aforkInfoServer(sds info) {
     return sdscatprintf(info, "redis_afork_version:%s\r\n", AFORK_VERSION);
 }
 
+/* --version of redis-server, redis-check-rdb and redis-check-aof: the
+ * upstream line ("v=8.0.6 sha=... build=...") is kept as it is, for the
+ * tools that parse it, and " afork=<version>" is appended. */
+sds aforkVersion(sds version) {
+    return sdscatprintf(version, " afork=%s", AFORK_VERSION);
+}
+
 /* INFO "fork": appended when the section is wanted. Cached values only. */
 sds aforkInfoFork(sds info, int wanted, int *sections) {
     if (!wanted) return info;

@@ -43,6 +43,7 @@ void aforkBugReport(void);
 
 /* Reports (INFO, CONFIG RESETSTAT, LATENCY DOCTOR, --check-system). */
 sds aforkInfoServer(sds info);
+sds aforkVersion(sds version);
 sds aforkInfoFork(sds info, int wanted, int *sections);
 void aforkResetStats(void);
 sds aforkLatencyAdvice(sds report, const char *event, int *advices);

@@ -29,19 +29,25 @@ export KERNEL_OUT REDIS_BIN_DIR KERNEL_NO_REDIS AFORK_CACHE AFORK_APT_URI JOBS \
        KERNEL_TEST_DEBUG_SCALE KERNEL_TEST_E2E KERNEL_TEST_REDIS_MIB \
        KERNEL_TEST_REDIS_ROUNDS KERNEL_TEST_REDIS_LAT_MIB STOCK_REDIS_SERVER
 
-.PHONY: kernel-src kernel-build kernel-test kernel-boot kernel-patches kernel-clean
+.PHONY: kernel-src kernel-build kernel-test kernel-boot kernel-patches kernel-clean \
+        check-deps-kernel
+
+# The harness's Debian packages, checked before anything starts (the
+# message names the command that installs them: utils/install-deps.sh kernel).
+check-deps-kernel:
+	@utils/install-deps.sh --check kernel
 
 # Fetch linux-source-6.12 (cached) and prepare the stock + patched trees.
-kernel-src:
+kernel-src: check-deps-kernel
 	@deb=$$($(AFORK_KDIR)/scripts/fetch-kernel.sh) && \
 	    $(AFORK_KDIR)/scripts/kernel-tree.sh prepare "$$deb"
 
 # Both kernels, the test suite and the initramfs.
-kernel-build: $(KERNEL_REDIS_DEP)
+kernel-build: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@$(AFORK_KDIR)/scripts/kernel-test.sh build
 
 # Everything: builds, the suite on each kernel, tables; non-zero on failure.
-kernel-test: $(KERNEL_REDIS_DEP)
+kernel-test: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@$(AFORK_KDIR)/scripts/kernel-test.sh test
 
 # One boot by hand after kernel-build, e.g.

@@ -2,7 +2,8 @@
 #
 # INFO server carries redis_afork_version (the value compiled from
 # src/afork.h), while redis_version and --version keep naming the upstream
-# release, so that clients and tools that key off them see no change.
+# release, so that clients and tools that key off them see no change;
+# --version appends afork=<version> after upstream's fields.
 
 # This file is symlinked into the upstream tree; find our repository from it.
 set afork_top [file dirname [file dirname [file dirname [file normalize [info script]]]]]
@@ -46,5 +47,23 @@ start_server {tags {"afork"}} {
         assert_equal $pinned [getInfoProperty [r info server] redis_version]
         set out [exec src/redis-server --version]
         assert_match "Redis server v=$pinned *" $out
+    }
+
+    # Upstream's fields stay first and in order, so a tool that splits the
+    # line or matches v=8.0.6 reads what it always read; afork= comes last.
+    test {--version of redis-server and the check tools ends with afork=<version>} {
+        set v [afork_header_version $afork_top]
+        set fields {v=8\.0\.6 sha=[0-9a-f]+:[01] malloc=\S+ bits=(32|64) build=[0-9a-f]+}
+        foreach {prog name} {
+            src/redis-server {Redis server}
+            src/redis-check-rdb redis-check-rdb
+            src/redis-check-aof redis-check-aof
+        } {
+            set out [exec $prog --version]
+            if {![regexp "^$name $fields afork=(\\S+)\$" $out -> _ got]} {
+                fail "$prog --version: $out"
+            }
+            assert_equal $v $got
+        }
     }
 }

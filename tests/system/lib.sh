@@ -42,7 +42,7 @@ free_port() {
 # stop here, as a failure named NAME, when either is missing.
 need_strace_and_stock() {
     if ! command -v strace >/dev/null; then
-        err "$1" "strace is not installed (utils/install-deps.sh installs it)"
+        err "$1" "strace is not installed; run: sudo utils/install-deps.sh test"
         exit 1
     fi
     if [ ! -x "$stock/src/redis-server" ]; then

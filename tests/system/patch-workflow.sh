@@ -4,6 +4,8 @@
 . "$(dirname "$0")/lib.sh"
 
 ts=$top/upstream/tree.sh
+# The test's own commits need an identity; a fresh machine has none.
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@localhost GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@localhost
 export PATCHES_DIR=$work/patches
 cp -r "$top/patches" "$PATCHES_DIR"
 cd "$work"
