@@ -122,7 +122,11 @@ else
 fi
 
 # Resolve as a person would: the new upstream line, the hook after it.
-git -C "$t" checkout -q --ours src/server.c
+# Keep our side of each conflict only: the patch's other hunks in the same
+# file (0003 also hooks getVersion) stay applied.
+awk '/^<<<<<<< /{c=1; next} c==1 && /^(\|\|\|\|\|\|\||=======)/{c=2; next}
+     c==2 && /^>>>>>>> /{c=0; next} c!=2' "$t/src/server.c" >"$work/server.c" &&
+    cp "$work/server.c" "$t/src/server.c"
 sed -i 's|^\( *\)info = getListensInfoString(info); /\* rebase test \*/$|&\n\1info = aforkInfoServer(info);|' \
     "$t/src/server.c"
 git -C "$t" add src/server.c
