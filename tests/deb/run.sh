@@ -278,8 +278,8 @@ if start_as_unit "redis-afork"; then
     fork=$(cli info fork | tr -d '\r')
     if [ "${before:-0}" -gt 0 ] && grep -qx 'rdb_last_bgsave_status:ok' <<<"$persist" &&
         [ "$(stat -c %U /var/lib/redis/dump.rdb 2>/dev/null)" = redis ] &&
-        grep -qE '^latest_fork_parent_usec:[1-9][0-9]*$' <<<"$fork"; then
-        ok "BGSAVE: /var/lib/redis/dump.rdb written by redis, INFO fork $(grep '^latest_fork_parent_usec' <<<"$fork")"
+        grep -qE '^max_fork_usec:[1-9][0-9]*$' <<<"$fork"; then
+        ok "BGSAVE: /var/lib/redis/dump.rdb written by redis, INFO fork $(grep '^max_fork_usec' <<<"$fork")"
     else
         err "BGSAVE" "$persist $(grep latest_fork <<<"$fork"); $(ls -l /var/lib/redis)"
     fi
