@@ -102,7 +102,7 @@ $sudo apt-get update
 $sudo apt-get install -y --no-install-recommends "${packages[@]}"
 # make test-exporter builds redis_exporter with Go >= 1.22: Debian 13's
 # golang-go is, Debian 12's (1.19) is not; install it only when it is.
-if ! command -v go >/dev/null; then
+if [[ " ${sets[*]} " =~ \ (test|all)\  ]] && ! command -v go >/dev/null; then
     gover=$(apt-cache policy golang-go | sed -n 's/^ *Candidate: *[0-9]*:*\([0-9]*\.[0-9]*\).*/\1/p')
     if [ -n "$gover" ] && [ "$(printf '%s\n1.22\n' "$gover" | sort -V | head -1)" = 1.22 ]; then
         $sudo apt-get install -y --no-install-recommends golang-go
