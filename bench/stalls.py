@@ -84,8 +84,9 @@ CLASSES = (
 
 
 def classify(stack):
+    names = set(strip(stack))
     for name, funcs in CLASSES:
-        if any(f in funcs for f in stack):
+        if names.intersection(funcs):
             return name
     return "user space" if not stack or not stack[0].startswith("k:") else "kernel (other)"
 
@@ -214,8 +215,10 @@ class CpuHolders:
     def during(self, t0, t1, exclude_pid):
         """comm -> ms of [t0, t1] it held a CPU (all CPUs)."""
         out = collections.Counter()
+        if not hasattr(self, "_times"):
+            self._times = {cpu: [s[0] for s in spans] for cpu, spans in self.spans.items()}
         for cpu, spans in self.spans.items():
-            times = [s[0] for s in spans]
+            times = self._times[cpu]
             i = max(0, bisect.bisect_right(times, t0) - 1)
             while i < len(spans) and spans[i][0] < t1:
                 start = max(t0, spans[i][0])
@@ -231,7 +234,11 @@ def explain(main, holders, t0, t1):
     """What the main thread did in [t0, t1] (monotonic seconds)."""
     on = collections.Counter()
     stacks = collections.Counter()
-    times = [s[0] for s in main.samples]
+    if not hasattr(main, "sample_times"):
+        main.sample_times = [s[0] for s in main.samples]
+        main.off.sort()
+        main.off_starts = [o[0] for o in main.off]
+    times = main.sample_times
     i = bisect.bisect_left(times, t0)
     period = 1.0 / 997 * 1000
     while i < len(main.samples) and main.samples[i][0] <= t1:
@@ -240,7 +247,11 @@ def explain(main, holders, t0, t1):
         stacks[(cls, " < ".join(frames[:5]))] += period
         i += 1
     off = collections.Counter()
-    for start, end, state, cls, frames in main.off:
+    # Off-CPU spans are short and disjoint: those that start from 10 s
+    # before t0 (a longer one is not a stall of this run) up to t1.
+    lo = bisect.bisect_left(main.off_starts, t0 - 10.0)
+    hi = bisect.bisect_right(main.off_starts, t1)
+    for start, end, state, cls, frames in main.off[lo:hi]:
         if end < t0 or start > t1:
             continue
         ms = (min(end, t1) - max(start, t0)) * 1000
@@ -350,6 +361,30 @@ def say(text):
     print("[stalls %6.1fs] %s" % (time.time() - bench.START, text), flush=True)
 
 
+def cpu_by_class(args, r, main, offset):
+    """The main thread's on-CPU ms by class: in the first second after the
+    fork, and over the whole save (or the whole control run)."""
+    marks = os.path.join(args.out, "probe_%s.bgsave" % r["tag"])
+    probe = read_probe(os.path.join(args.out, "probe_%s.csv.gz" % r["tag"]))
+    spans = {"run": (probe[0][0], probe[-1][0])}
+    if os.path.exists(marks):
+        with open(marks) as f:
+            fork_at = [float(x) for x in f.read().split()][-1]
+        spans = {"first_second": (fork_at, fork_at + 1.0),
+                 "save": (fork_at, fork_at + r.get("save_s", 0))}
+    out = {}
+    period = 1000.0 / 997
+    times = [s[0] for s in main.samples]
+    for name, (a, b) in spans.items():
+        c = collections.Counter()
+        i = bisect.bisect_left(times, a - offset)
+        while i < len(times) and times[i] <= b - offset:
+            c[main.samples[i][1]] += period
+            i += 1
+        out[name] = {k: round(v, 1) for k, v in c.most_common()}
+    return out
+
+
 def runs_pid(args):
     with open(os.path.join(args.out, "server.pid")) as f:
         return int(f.read())
@@ -372,7 +407,7 @@ def analyse(args, runs, offset):
             worst.append({"run": r["tag"], "save": r["save"], "rtt_ms": rtt,
                           "t_unix": t, "after_fork_s": (t - fork_at) if fork_at else None})
     if args.no_perf:
-        return worst
+        return worst, []
     say("reading perf data")
     main = MainThread(runs_pid(args))
     for name in ("perf.data", "switch.data"):
@@ -384,10 +419,38 @@ def analyse(args, runs, offset):
                                                                           "sched.data"), cpu=True):
             holders.add(t, cpu, trace)
         main.close_spans(sorted(holders.switch_ins))
+    for r in runs:
+        r["main_cpu"] = cpu_by_class(args, r, main, offset)
     for w in worst:
         t0 = w["t_unix"] - offset
         w.update(explain(main, holders, t0, t0 + w["rtt_ms"] / 1000.0))
-    return worst
+    classes = stall_classes(args, runs, main, holders, offset)
+    return worst, classes
+
+
+def dominant(expl):
+    """The largest part of a stall's explanation."""
+    parts = dict(expl["on_cpu_ms"])
+    for k, v in expl["off_cpu_ms"].items():
+        parts["off CPU: " + k] = parts.get("off CPU: " + k, 0) + v
+    return max(parts.items(), key=lambda kv: kv[1])[0] if parts else "no record"
+
+
+def stall_classes(args, runs, main, holders, offset):
+    """Every PING round trip over --class-ms, by the largest part of what
+    the main thread did meanwhile: per class and run kind (save/control)
+    the count, the median and the longest."""
+    out = collections.defaultdict(list)
+    for r in runs:
+        kind = "save" if r["save"] else "control"
+        for t, rtt in read_probe(os.path.join(args.out, "probe_%s.csv.gz" % r["tag"])):
+            if rtt < args.class_ms:
+                continue
+            t0 = t - offset
+            out[(kind, dominant(explain(main, holders, t0, t0 + rtt / 1000.0)))].append(rtt)
+    return [{"kind": k[0], "class": k[1], "count": len(v), "median_ms": statistics.median(v),
+             "max_ms": max(v)} for k, v in sorted(out.items(), key=lambda kv: (kv[0][0],
+                                                                            -max(kv[1])))]
 
 
 def fmt_counter(d, unit="ms"):
@@ -395,10 +458,11 @@ def fmt_counter(d, unit="ms"):
                      sorted(d.items(), key=lambda kv: -kv[1]) if v >= 0.5) or "-"
 
 
-def report(args, runs, worst, keys):
+def report(args, runs, worst, classes, keys):
     with open(os.path.join(args.out, "stalls.json"), "w") as f:
         json.dump({"args": {k: v for k, v in vars(args).items() if k != "peers"},
-                   "runs": runs, "worst": worst, "keys": keys}, f, indent=1, default=str)
+                   "runs": runs, "worst": worst, "classes": classes, "keys": keys}, f,
+                  indent=1, default=str)
     with open(os.path.join(args.out, "vmstat.csv"), "w") as f:
         keys_ = sorted(runs[0]["vmstat"])
         f.write("run,max_ms,fork_ms,cow_mb," + ",".join(keys_) + "\n")
@@ -420,6 +484,16 @@ def report(args, runs, worst, keys):
             v.get("thp_split_pmd", 0), v.get("thp_fault_alloc", 0),
             v.get("thp_fault_fallback", 0), v.get("compact_stall", 0),
             v.get("khugepaged_pages_collapsed", 0), v.get("thp_collapse_alloc", 0)))
+    lines += ["", "## Every PING round trip over %g ms, by what took most of it" % args.class_ms,
+              "", "| run kind | the main thread was | count | median ms | longest ms |",
+              "|---|---|---|---|---|"]
+    for c in classes:
+        lines.append("| %s | %s | %d | %.1f | %.1f |" % (c["kind"], c["class"], c["count"],
+                                                        c["median_ms"], c["max_ms"]))
+    lines += ["", "## The main thread's CPU time by kernel path (ms)", ""]
+    for r in runs:
+        for span, c in r.get("main_cpu", {}).items():
+            lines.append("- %s, %s: %s" % (r["tag"], span.replace("_", " "), fmt_counter(c)))
     lines += ["", "## The worst PING round trips and the main thread meanwhile", "",
               "| # | run | s after fork | PING ms | main thread on CPU | off CPU | "
               "others on the CPUs | top stack | khugepaged switch-outs (ms into the stall) |",
@@ -447,6 +521,8 @@ def parse_args():
     p.add_argument("--size", type=float, default=4.0, help="GB")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--top", type=int, default=10, help="worst round trips per save run")
+    p.add_argument("--class-ms", type=float, default=10.0,
+                   help="round trips over this are classified (stall classes table)")
     p.add_argument("--value-size", type=int, default=256)
     p.add_argument("--load-seconds", type=float, default=15)
     p.add_argument("--calibrate-seconds", type=float, default=1.5)
@@ -481,8 +557,8 @@ def main():
         runs, offset, keys = run_with_khugepaged(args)
         with open(saved, "w") as f:
             json.dump([runs, offset, keys], f)
-    worst = analyse(args, runs, offset)
-    report(args, runs, worst, keys)
+    worst, classes = analyse(args, runs, offset)
+    report(args, runs, worst, classes, keys)
 
 
 if __name__ == "__main__":

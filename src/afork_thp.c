@@ -100,7 +100,8 @@ static struct {
     int thread_started;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    int paused;               /* PR_SET_THP_DISABLE set for a child's life */
+    int paused;               /* PR_SET_THP_DISABLE set (under lock) */
+    int resume_requested;     /* the thread clears it (under lock) */
     int pass_requested;       /* under lock */
     int stop;                 /* under lock */
 } thp = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
@@ -110,6 +111,8 @@ static redisAtomic int collapse_rate_mb = 256; /* the thread's copy of the confi
 static redisAtomic long long slow_loop_ms = 0; /* when the loop was last slow */
 static redisAtomic long long st_passes, st_ranges, st_failures, st_pauses, st_usec;
 static long long st_quiet_saves;               /* main thread only */
+
+static void resumeHugePagesLocked(void);
 static redisAtomic long long st_huge_before = -1, st_huge_after = -1;
 
 /* ---------------------------------------------------------------- startup */
@@ -359,12 +362,14 @@ static void *collapseMain(void *arg) {
     redis_set_thread_title("afork_collapse");
     while (1) {
         pthread_mutex_lock(&thp.lock);
-        while (!thp.pass_requested && !thp.stop) pthread_cond_wait(&thp.cond, &thp.lock);
-        int stop = thp.stop;
+        while (!thp.pass_requested && !thp.resume_requested && !thp.stop)
+            pthread_cond_wait(&thp.cond, &thp.lock);
+        resumeHugePagesLocked();
+        int stop = thp.stop, pass = thp.pass_requested;
         thp.pass_requested = 0;
         pthread_mutex_unlock(&thp.lock);
         if (stop) break;
-        collapsePass(maps_fd, pm);
+        if (pass) collapsePass(maps_fd, pm);
     }
     close(maps_fd);
     close(pm);
@@ -433,19 +438,43 @@ void aforkThpInit(void) {
 
 /* ---------------------------------------------------------------- hooks */
 
-/* fork-thp-quiet-save: huge pages off for the process while a child lives. */
+/* fork-thp-quiet-save: huge pages off for the process while a child lives.
+ * The prctl takes the mmap lock for writing. Before fork() that costs the
+ * main thread nothing fork() would not wait for anyway; after the child the
+ * collapse thread clears it (resumeHugePagesLocked, before its pass), so the
+ * main thread never waits behind an smaps_rollup walk or a collapse. Without
+ * the thread the main thread clears it. All under thp.lock. */
 static void pauseHugePages(void) {
-    if (!thp.heap || !afork_thp_quiet_save || thp.paused) return;
-    if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0) {
+    if (!thp.heap || !afork_thp_quiet_save) return;
+    pthread_mutex_lock(&thp.lock);
+    thp.resume_requested = 0;
+    if (!thp.paused && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0) {
         thp.paused = 1;
         st_quiet_saves++;
     }
+    pthread_mutex_unlock(&thp.lock);
 }
 
+static void resumeHugePagesLocked(void) {
+    if (thp.resume_requested && thp.paused) {
+        prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
+        thp.paused = 0;
+    }
+    thp.resume_requested = 0;
+}
+
+/* No child any more: the collapse thread (or, without it, this thread)
+ * makes huge pages possible again. */
 static void resumeHugePages(void) {
-    if (!thp.paused) return;
-    prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
-    thp.paused = 0;
+    pthread_mutex_lock(&thp.lock);
+    if (thp.paused) {
+        thp.resume_requested = 1;
+        if (thp.thread_started)
+            pthread_cond_signal(&thp.cond);
+        else
+            resumeHugePagesLocked();
+    }
+    pthread_mutex_unlock(&thp.lock);
 }
 
 /* Before every fork: the thread must not start a collapse now, and no huge
@@ -500,6 +529,7 @@ sds aforkThpInfo(sds info) {
     atomicGet(st_huge_after, after);
     pthread_mutex_lock(&thp.lock);
     memcpy(state, thp.collapse_state, sizeof(state));
+    int paused = thp.paused;
     pthread_mutex_unlock(&thp.lock);
     return sdscatprintf(info,
         "fork_thp:%d\r\n"
@@ -517,6 +547,6 @@ sds aforkThpInfo(sds info) {
         "latest_fork_thp_collapse_huge_before_bytes:%lld\r\n"
         "latest_fork_thp_collapse_huge_after_bytes:%lld\r\n",
         afork_fork_thp, thp.why, afork_thp_collapse_rate_mb, afork_thp_quiet_save,
-        st_quiet_saves, thp.paused, afork_thp_collapse_rate_mb <= 0 && thp.thread_started ? "off" : state,
+        st_quiet_saves, paused, afork_thp_collapse_rate_mb <= 0 && thp.thread_started ? "off" : state,
         passes, ranges, failures, pauses, usec, before, after);
 }

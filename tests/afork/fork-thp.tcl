@@ -189,8 +189,12 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 0} else {
             fail "the save did not end"
         }
-        assert_equal [thp_process_enabled $pid] 1
-        assert_equal [thp_info current_fork_thp_paused] 0
+        # The collapse thread turns them on again (off the main thread).
+        wait_for_condition 50 100 {
+            [thp_process_enabled $pid] == 1 && [thp_info current_fork_thp_paused] == 0
+        } else {
+            fail "huge pages still off after the child exited"
+        }
         assert_equal [thp_info fork_thp_quiet_saves] [expr {$saves + 1}]
     }
 
