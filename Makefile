@@ -19,7 +19,7 @@ REDIS_MAKE_FLAGS ?=
 # Parallel test clients for the Tcl suite (upstream's default is 16).
 TEST_CLIENTS ?= 4
 
-.PHONY: all build tree stock fetch patches check-patches run test \
+.PHONY: all build tree stock fetch patches check-patches run test bench-stalls \
         test-upstream test-exporter bench install clean distclean rebase \
         deps deb test-deb $(CHECK_DEPS)
 
@@ -96,6 +96,11 @@ REPEAT ?= 5
 BENCH_FLAGS ?=
 bench: check-deps-bench build stock
 	@TREE=$(TREE) STOCK=$(STOCK) bench/run.sh --sizes "$(SIZES)" --repeat "$(REPEAT)" $(BENCH_FLAGS)
+
+# What the main thread did during the worst client stalls of saves
+# (bench/stalls.py, perf; bench/README.md): make bench-stalls STALLS_FLAGS="--size 4".
+bench-stalls: check-deps-bench build stock
+	@TREE=$(TREE) STOCK=$(STOCK) BENCH_SCRIPT=stalls.py bench/run.sh $(STALLS_FLAGS)
 
 # The Async-fork kernel harness: make kernel-test (contrib/async-fork/README.md).
 include contrib/async-fork/kernel.mk

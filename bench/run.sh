@@ -5,7 +5,8 @@
 #   bench/run.sh [--sizes "1 4 8"] [--repeat 5] [--peer NAME=BINARY[:ARGS]]
 #                [--out DIR] [other bench.py options]
 #
-# Environment: TREE, STOCK (build trees), BENCH_VENV.
+# Environment: TREE, STOCK (build trees), BENCH_VENV, BENCH_SCRIPT (bench.py,
+# or stalls.py for make bench-stalls).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/upstream/pin"
@@ -31,5 +32,5 @@ has_out=no
 for a in "$@"; do [ "$a" = --out ] && has_out=yes; done
 extra=()
 [ $has_out = yes ] || extra=(--out "$out_default")
-exec "$venv/bin/python3" "$top/bench/bench.py" \
+exec "$venv/bin/python3" "$top/bench/${BENCH_SCRIPT:-bench.py}" \
     --afork-bin "$tree/src" --stock-bin "$stock/src" "${extra[@]}" "$@"

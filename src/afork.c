@@ -127,7 +127,10 @@ void aforkInChild(void) {
 void aforkAfterFork(pid_t childpid) {
     monotime now = getMonotonicUs();
     aforkWindowAfterFork(childpid, now);
-    if (childpid == -1) return;
+    if (childpid == -1) {
+        aforkThpForkFailed();
+        return;
+    }
     fork_now.ret = now;
     aforkStatsForked(fork_now.start, now, fork_now.purpose);
 }

@@ -35,6 +35,18 @@
  * resident are left alone: collapsing them would fill the holes jemalloc
  * purged and grow RSS.
  *
+ * fork-thp-quiet-save yes: no huge page is made in this process while a
+ * child lives (PR_SET_THP_DISABLE from just before fork() until the child
+ * is gone). The parent's writes split the huge pages it shares with the
+ * child; khugepaged then collapses those ranges again while the child still
+ * shares them: it copies 2 MiB with the mmap lock held for writing, at
+ * nice 19, so it is easily preempted by the save child and the clients,
+ * and every page fault of the main thread waits behind it (seen: 40-90 ms
+ * stalls, the main thread in D state in lock_mm_and_find_vma, khugepaged
+ * preempted in the collapse). Faults then map 4 KiB pages too (no direct
+ * compaction in the main thread during a save); the re-collapse rebuilds
+ * everything once the child is gone.
+ *
  * afork.c calls in: after the config is read (the re-exec), at startup,
  * before each fork, each event-loop iteration (with whether a quiet window
  * is open), when a child is gone, and at exit (the thread is joined).
@@ -78,6 +90,7 @@ struct afork_page_region {
 
 int afork_fork_thp = 0;
 int afork_thp_collapse_rate_mb = 256;
+int afork_thp_quiet_save = 1;
 
 static struct {
     int heap;                 /* the heap is in huge pages (fork-thp in effect) */
@@ -87,6 +100,8 @@ static struct {
     int thread_started;
     pthread_mutex_t lock;
     pthread_cond_t cond;
+    int paused;               /* PR_SET_THP_DISABLE set (under lock) */
+    int resume_requested;     /* the thread clears it (under lock) */
     int pass_requested;       /* under lock */
     int stop;                 /* under lock */
 } thp = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
@@ -95,6 +110,9 @@ static redisAtomic int collapse_allowed = 0;   /* no child, no window */
 static redisAtomic int collapse_rate_mb = 256; /* the thread's copy of the config */
 static redisAtomic long long slow_loop_ms = 0; /* when the loop was last slow */
 static redisAtomic long long st_passes, st_ranges, st_failures, st_pauses, st_usec;
+static long long st_quiet_saves;               /* main thread only */
+
+static void resumeHugePagesLocked(void);
 static redisAtomic long long st_huge_before = -1, st_huge_after = -1;
 
 /* ---------------------------------------------------------------- startup */
@@ -344,12 +362,14 @@ static void *collapseMain(void *arg) {
     redis_set_thread_title("afork_collapse");
     while (1) {
         pthread_mutex_lock(&thp.lock);
-        while (!thp.pass_requested && !thp.stop) pthread_cond_wait(&thp.cond, &thp.lock);
-        int stop = thp.stop;
+        while (!thp.pass_requested && !thp.resume_requested && !thp.stop)
+            pthread_cond_wait(&thp.cond, &thp.lock);
+        resumeHugePagesLocked();
+        int stop = thp.stop, pass = thp.pass_requested;
         thp.pass_requested = 0;
         pthread_mutex_unlock(&thp.lock);
         if (stop) break;
-        collapsePass(maps_fd, pm);
+        if (pass) collapsePass(maps_fd, pm);
     }
     close(maps_fd);
     close(pm);
@@ -418,9 +438,55 @@ void aforkThpInit(void) {
 
 /* ---------------------------------------------------------------- hooks */
 
-/* Before every fork: the thread must not start a collapse now. */
+/* fork-thp-quiet-save: huge pages off for the process while a child lives.
+ * The prctl takes the mmap lock for writing. Before fork() that costs the
+ * main thread nothing fork() would not wait for anyway; after the child the
+ * collapse thread clears it (resumeHugePagesLocked, before its pass), so the
+ * main thread never waits behind an smaps_rollup walk or a collapse. Without
+ * the thread the main thread clears it. All under thp.lock. */
+static void pauseHugePages(void) {
+    if (!thp.heap || !afork_thp_quiet_save) return;
+    pthread_mutex_lock(&thp.lock);
+    thp.resume_requested = 0;
+    if (!thp.paused && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0) {
+        thp.paused = 1;
+        st_quiet_saves++;
+    }
+    pthread_mutex_unlock(&thp.lock);
+}
+
+static void resumeHugePagesLocked(void) {
+    if (thp.resume_requested && thp.paused) {
+        prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
+        thp.paused = 0;
+    }
+    thp.resume_requested = 0;
+}
+
+/* No child any more: the collapse thread (or, without it, this thread)
+ * makes huge pages possible again. */
+static void resumeHugePages(void) {
+    pthread_mutex_lock(&thp.lock);
+    if (thp.paused) {
+        thp.resume_requested = 1;
+        if (thp.thread_started)
+            pthread_cond_signal(&thp.cond);
+        else
+            resumeHugePagesLocked();
+    }
+    pthread_mutex_unlock(&thp.lock);
+}
+
+/* Before every fork: the thread must not start a collapse now, and no huge
+ * page is made until the child is gone. */
 void aforkThpForkStarting(void) {
     atomicSet(collapse_allowed, 0);
+    pauseHugePages();
+}
+
+/* fork() failed: there is no child to wait for. */
+void aforkThpForkFailed(void) {
+    resumeHugePages();
 }
 
 /* Each event-loop iteration (beforeSleep): publish what the thread needs.
@@ -432,6 +498,7 @@ void aforkThpLoopSample(long long usec, int window_open) {
 
 /* resetChildState: a child is gone, its copy-on-write splits can go. */
 void aforkThpChildGone(void) {
+    resumeHugePages();
     if (!thp.thread_started || afork_thp_collapse_rate_mb <= 0) return;
     pthread_mutex_lock(&thp.lock);
     thp.pass_requested = 1;
@@ -446,6 +513,7 @@ void aforkThpReset(void) {
     atomicSet(st_failures, 0);
     atomicSet(st_pauses, 0);
     atomicSet(st_usec, 0);
+    st_quiet_saves = 0;
 }
 
 /* INFO fork: the fork-thp fields. */
@@ -461,11 +529,15 @@ sds aforkThpInfo(sds info) {
     atomicGet(st_huge_after, after);
     pthread_mutex_lock(&thp.lock);
     memcpy(state, thp.collapse_state, sizeof(state));
+    int paused = thp.paused;
     pthread_mutex_unlock(&thp.lock);
     return sdscatprintf(info,
         "fork_thp:%d\r\n"
         "fork_thp_heap:%s\r\n"
         "fork_thp_collapse_rate_mb_per_sec:%d\r\n"
+        "fork_thp_quiet_save:%d\r\n"
+        "fork_thp_quiet_saves:%lld\r\n"
+        "current_fork_thp_paused:%d\r\n"
         "fork_thp_collapse_status:%s\r\n"
         "fork_thp_collapse_passes:%lld\r\n"
         "fork_thp_collapse_ranges:%lld\r\n"
@@ -474,7 +546,7 @@ sds aforkThpInfo(sds info) {
         "fork_thp_collapse_usec:%lld\r\n"
         "latest_fork_thp_collapse_huge_before_bytes:%lld\r\n"
         "latest_fork_thp_collapse_huge_after_bytes:%lld\r\n",
-        afork_fork_thp, thp.why, afork_thp_collapse_rate_mb,
-        afork_thp_collapse_rate_mb <= 0 && thp.thread_started ? "off" : state,
+        afork_fork_thp, thp.why, afork_thp_collapse_rate_mb, afork_thp_quiet_save,
+        st_quiet_saves, paused, afork_thp_collapse_rate_mb <= 0 && thp.thread_started ? "off" : state,
         passes, ranges, failures, pauses, usec, before, after);
 }

@@ -12,6 +12,7 @@
 /* Config (afork_config.h rows). */
 extern int afork_fork_thp;
 extern int afork_thp_collapse_rate_mb;
+extern int afork_thp_quiet_save;
 
 void aforkThpHeapSetup(void);
 int aforkThpHeapWanted(void);
@@ -19,6 +20,7 @@ void aforkThpInit(void);
 void aforkThpConfigChanged(void);
 void aforkThpForkStarting(void);
 void aforkThpLoopSample(long long usec, int window_open);
+void aforkThpForkFailed(void);
 void aforkThpChildGone(void);
 void aforkThpStop(void);
 void aforkThpReset(void);

@@ -29,9 +29,11 @@ set_test=(
     prometheus                   # promtool: tests/system/monitoring.sh (alert rules);
                                  # the service is not started by the tests
 )
-# bench: make bench (its own venv from bench/requirements.txt).
+# bench: make bench (its own venv from bench/requirements.txt) and
+# make bench-stalls (bench/stalls.py: perf record of the server's stalls).
 set_bench=(
     python3-venv
+    linux-perf
 )
 # deb: make deb (dpkg-buildpackage; the Build-Depends of Debian's redis
 # source package, less what contrib/debian/packaging.patch drops; Lua as

@@ -19,6 +19,15 @@ proc thp_anon_huge_kb {pid} {
 }
 
 # Why THP tests cannot run here, or "" when they can.
+# THP_enabled of /proc/<pid>/status: 0 while PR_SET_THP_DISABLE is set.
+proc thp_process_enabled {pid} {
+    set fd [open /proc/$pid/status]
+    set text [read $fd]
+    close $fd
+    if {![regexp {THP_enabled:\s+(\d+)} $text -> on]} { return -1 }
+    return $on
+}
+
 proc thp_unavailable {} {
     if {![file readable /sys/kernel/mm/transparent_hugepage/enabled]} {
         return "this kernel has no transparent huge pages"
@@ -51,6 +60,34 @@ start_server {tags {"afork external:skip"}} {
         r config set fork-thp-collapse-rate 0
         assert_equal [thp_info fork_thp_collapse_rate_mb_per_sec] 0
         r config set fork-thp-collapse-rate 256
+    }
+
+    test {fork-thp-quiet-save is on by default, validated and modifiable} {
+        assert_equal [lindex [r config get fork-thp-quiet-save] 1] yes
+        assert_error {*fork-thp-quiet-save*argument must be 'yes' or 'no'*} \
+            {r config set fork-thp-quiet-save sometimes}
+        r config set fork-thp-quiet-save no
+        assert_equal [thp_info fork_thp_quiet_save] 0
+        r config set fork-thp-quiet-save yes
+        assert_equal [thp_info fork_thp_quiet_save] 1
+    }
+
+    test {Without fork-thp, a save leaves the process's THP setting alone} {
+        set before [thp_process_enabled [srv 0 pid]]
+        r set k v
+        r config set rdb-key-save-delay 100000
+        r bgsave
+        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 1} else {
+            fail "the save did not start"
+        }
+        assert_equal [thp_process_enabled [srv 0 pid]] $before
+        assert_equal [thp_info current_fork_thp_paused] 0
+        r config set rdb-key-save-delay 0
+        stop_bg_child [srv 0 pid]
+        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 0} else {
+            fail "the save did not end"
+        }
+        assert_equal [thp_info fork_thp_quiet_saves] 0
     }
 
     test {A bad fork-thp value stops the server at startup, naming the option} {
@@ -135,6 +172,46 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         assert_equal [thp_info fork_thp_collapse_passes] $passes
         assert_lessthan [thp_anon_huge_kb $pid] [expr {$::thp_populated / 2}]
         assert_equal [thp_info fork_thp_collapse_status] off
+    }
+
+    test {fork-thp-quiet-save: no huge page is made while the child lives} {
+        r config set rdb-key-save-delay 100000
+        set saves [thp_info fork_thp_quiet_saves]
+        assert_equal [thp_process_enabled $pid] 1
+        r bgsave
+        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 1} else {
+            fail "the save did not start"
+        }
+        # khugepaged and page faults skip the process (PR_SET_THP_DISABLE).
+        assert_equal [thp_process_enabled $pid] 0
+        assert_equal [thp_info current_fork_thp_paused] 1
+        stop_bg_child $pid
+        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 0} else {
+            fail "the save did not end"
+        }
+        # The collapse thread turns them on again (off the main thread).
+        wait_for_condition 50 100 {
+            [thp_process_enabled $pid] == 1 && [thp_info current_fork_thp_paused] == 0
+        } else {
+            fail "huge pages still off after the child exited"
+        }
+        assert_equal [thp_info fork_thp_quiet_saves] [expr {$saves + 1}]
+    }
+
+    test {fork-thp-quiet-save no: huge pages stay allowed during a save} {
+        r config set fork-thp-quiet-save no
+        r bgsave
+        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 1} else {
+            fail "the save did not start"
+        }
+        assert_equal [thp_process_enabled $pid] 1
+        assert_equal [thp_info current_fork_thp_paused] 0
+        stop_bg_child $pid
+        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 0} else {
+            fail "the save did not end"
+        }
+        r config set fork-thp-quiet-save yes
+        r config set rdb-key-save-delay 0
     }
 
     test {CONFIG RESETSTAT clears the collapse counters} {
