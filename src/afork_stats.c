@@ -7,6 +7,12 @@
  *    page-table copy time on an Async-fork kernel), and whether the fork was
  *    observed to be asynchronous: the child became ready long after fork()
  *    had returned to the parent;
+ *  - the parent's main thread across fork() (getrusage RUSAGE_THREAD just
+ *    before and just after): its CPU time, voluntary and involuntary
+ *    context switches and minor faults (the first touches of jemalloc's
+ *    atfork handlers), so that working is told apart from waiting; and the
+ *    time of our own after-fork hook, which upstream's latest_fork_usec
+ *    includes;
  *  - the copy-on-write stall of the parent while an RDB, AOF or module
  *    child lives: the minor page faults the parent took and its longest
  *    event-loop iteration, for the running child and the last finished one.
@@ -47,7 +53,14 @@ static struct {
     long long last_cow_minor_faults;     /* the same for the last finished child; -1 none */
     long long last_cow_max_eventloop_usec;
     long long last_cow_child_life_usec;
+    long long fork_cpu_usec;             /* parent thread across fork(); -1 none */
+    long long fork_minflt;
+    long long fork_nvcsw;
+    long long fork_nivcsw;
+    long long fork_hook_usec;            /* aforkAfterFork's own time; -1 none */
 } st;
+
+static struct rusage fork_ru_before;
 
 /* Copy-on-write tracking of the running child. */
 static struct {
@@ -69,6 +82,33 @@ void aforkStatsInit(void) {
     st.last_cow_minor_faults = -1;
     st.last_cow_max_eventloop_usec = -1;
     st.last_cow_child_life_usec = -1;
+    st.fork_cpu_usec = st.fork_minflt = st.fork_nvcsw = st.fork_nivcsw = -1;
+    st.fork_hook_usec = -1;
+}
+
+static long long cpuUsec(const struct rusage *ru) {
+    return (long long)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000000 +
+           ru->ru_utime.tv_usec + ru->ru_stime.tv_usec;
+}
+
+/* Just before fork(): the main thread's usage so far. */
+void aforkStatsBeforeFork(void) {
+    if (getrusage(RUSAGE_THREAD, &fork_ru_before) != 0) fork_ru_before.ru_minflt = -1;
+}
+
+/* First thing after fork() in the parent: what fork() cost this thread. */
+void aforkStatsForkUsage(void) {
+    struct rusage ru;
+    if (fork_ru_before.ru_minflt == -1 || getrusage(RUSAGE_THREAD, &ru) != 0) return;
+    st.fork_cpu_usec = cpuUsec(&ru) - cpuUsec(&fork_ru_before);
+    st.fork_minflt = ru.ru_minflt - fork_ru_before.ru_minflt;
+    st.fork_nvcsw = ru.ru_nvcsw - fork_ru_before.ru_nvcsw;
+    st.fork_nivcsw = ru.ru_nivcsw - fork_ru_before.ru_nivcsw;
+}
+
+/* The after-fork hook's own time. */
+void aforkStatsHookTime(long long usec) {
+    st.fork_hook_usec = usec;
 }
 
 /* fork() returned in the parent with a child: no allocation, no file. */
@@ -173,7 +213,12 @@ sds aforkStatsInfo(sds info) {
         "current_fork_cow_max_eventloop_usec:%lld\r\n"
         "latest_fork_cow_minor_faults:%lld\r\n"
         "latest_fork_cow_max_eventloop_usec:%lld\r\n"
-        "latest_fork_child_life_usec:%lld\r\n",
+        "latest_fork_child_life_usec:%lld\r\n"
+        "latest_fork_cpu_usec:%lld\r\n"
+        "latest_fork_minor_faults:%lld\r\n"
+        "latest_fork_voluntary_switches:%lld\r\n"
+        "latest_fork_involuntary_switches:%lld\r\n"
+        "latest_fork_hook_usec:%lld\r\n",
         st.max_fork_usec,
         st.total_fork_usec,
         forkPercentile(50.0),
@@ -187,7 +232,12 @@ sds aforkStatsInfo(sds info) {
         st.cow_max_eventloop_usec,
         st.last_cow_minor_faults,
         st.last_cow_max_eventloop_usec,
-        st.last_cow_child_life_usec);
+        st.last_cow_child_life_usec,
+        st.fork_cpu_usec,
+        st.fork_minflt,
+        st.fork_nvcsw,
+        st.fork_nivcsw,
+        st.fork_hook_usec);
 }
 
 /* LATENCY DOCTOR: what our own events mean. */

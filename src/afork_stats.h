@@ -10,6 +10,9 @@
 #include "monotonic.h"
 
 void aforkStatsInit(void);
+void aforkStatsBeforeFork(void);
+void aforkStatsForkUsage(void);
+void aforkStatsHookTime(long long usec);
 void aforkStatsForked(monotime start, monotime ret, int purpose);
 void aforkStatsChildReady(monotime ready, monotime start, monotime ret);
 void aforkStatsLoopSample(long long usec);
