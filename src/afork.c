@@ -116,7 +116,7 @@ void aforkInit(void) {
 void aforkBeforeFork(int purpose) {
     aforkThpForkStarting();
     aforkSystemAllowReads(0);
-    aforkWindowBeforeFork(quietWindowWanted());
+    aforkWindowBeforeFork(quietWindowWanted(), aforkStatsExpectedReadyUsec(zmalloc_used_memory()));
     fork_now.purpose = purpose;
     aforkStatsBeforeFork();
     fork_now.start = getMonotonicUs();

@@ -28,6 +28,7 @@
 
 #include "server.h"
 #include "afork_stats.h"
+#include "afork_window.h"
 #include "hdr_histogram.h"
 #include <sys/resource.h>
 
@@ -58,6 +59,10 @@ static struct {
     long long fork_nvcsw;
     long long fork_nivcsw;
     long long fork_hook_usec;            /* aforkAfterFork's own time; -1 none */
+    size_t fork_used_bytes;              /* zmalloc_used_memory() at the latest fork */
+    size_t ready_used_bytes;             /* ... at the fork whose child last reported */
+    long long ready_usec;                /* that child's ready time; -1 none */
+    int fork_debug_delayed;              /* the latest fork's child is held back */
 } st;
 
 static struct rusage fork_ru_before;
@@ -84,6 +89,15 @@ void aforkStatsInit(void) {
     st.last_cow_child_life_usec = -1;
     st.fork_cpu_usec = st.fork_minflt = st.fork_nvcsw = st.fork_nivcsw = -1;
     st.fork_hook_usec = -1;
+    st.ready_usec = -1;
+}
+
+/* The copy time expected of the next fork's child: the last reported
+ * child's ready time, scaled by the memory in use now over then; -1 when
+ * no child has reported yet. */
+long long aforkStatsExpectedReadyUsec(size_t used_now) {
+    if (st.ready_usec < 0 || st.ready_used_bytes == 0) return -1;
+    return (long long)((double)st.ready_usec * (double)used_now / (double)st.ready_used_bytes);
 }
 
 static long long cpuUsec(const struct rusage *ru) {
@@ -115,6 +129,8 @@ void aforkStatsHookTime(long long usec) {
 void aforkStatsForked(monotime start, monotime ret, int purpose) {
     long long usec = (long long)(ret - start);
     st.latest_fork_usec = usec;
+    st.fork_used_bytes = zmalloc_used_memory();
+    st.fork_debug_delayed = afork_debug_ready_delay_ms != 0;
     if (usec > st.max_fork_usec) st.max_fork_usec = usec;
     st.total_fork_usec += usec;
     st.forks++;
@@ -138,6 +154,12 @@ void aforkStatsForked(monotime start, monotime ret, int purpose) {
 void aforkStatsChildReady(monotime ready, monotime start, monotime ret) {
     long long usec = (long long)(ready - start);
     st.latest_child_ready_usec = usec;
+    /* A child held back by fork-debug-ready-delay plays a stuck one: its
+     * ready time is no copy time to learn from. */
+    if (!st.fork_debug_delayed) {
+        st.ready_usec = usec;
+        st.ready_used_bytes = st.fork_used_bytes;
+    }
     if (usec > st.max_child_ready_usec)
         st.max_child_ready_usec = usec;
     long long lag = (long long)ready - (long long)ret;

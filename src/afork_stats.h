@@ -11,6 +11,7 @@
 
 void aforkStatsInit(void);
 void aforkStatsBeforeFork(void);
+long long aforkStatsExpectedReadyUsec(size_t used_now);
 void aforkStatsForkUsage(void);
 void aforkStatsHookTime(long long usec);
 void aforkStatsForked(monotime start, monotime ret, int purpose);

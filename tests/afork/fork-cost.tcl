@@ -1,7 +1,8 @@
 # fork-cost.tcl -- fork-async-optin (PR_SET_ASYNC_FORK at startup and on
 # CONFIG SET, its result in INFO), the parent's own usage across fork()
 # (CPU time, switches, minor faults, our hook's time) and the smaps_rollup
-# reader's gate (no page-table walk when no huge page is possible).
+# reader's gate (no page-table walk when no huge page is possible), and
+# the quiet window's timeout following the expected copy time.
 # The opt-in itself (vm.async_fork=1) is tested in the kernel harness's
 # guest (contrib/async-fork, redis-latency on the opt-in kernel run).
 
@@ -79,5 +80,28 @@ start_server {tags {"afork external:skip"} overrides {fork-thp no}} {
             assert_equal 1 $reads
         }
         assert_equal 0 [fork_info fork_smaps_collisions]
+    }
+}
+
+start_server {tags {"afork external:skip"} overrides {fork-quiet-window yes}} {
+    test {Quiet-window timeout: the configured value for a quick child, not raised by a held-back one} {
+        r debug populate 10000 key 100
+        r bgsave
+        waitForBgsave r
+        # A child ready within a few ms: the configured timeout rules.
+        assert_equal 1000000 [fork_info fork_quiet_window_timeout_usec]
+        # A child held back by fork-debug-ready-delay plays a stuck one:
+        # its delay is not learnt as copy time (the window must still time
+        # out at the configured value).
+        r config set fork-debug-ready-delay 400
+        r bgsave
+        waitForBgsave r
+        wait_for_condition 100 20 {[fork_info latest_fork_child_ready_usec] >= 400000} else {
+            fail "the child did not report"
+        }
+        r config set fork-debug-ready-delay 0
+        r bgsave
+        waitForBgsave r
+        assert_equal 1000000 [fork_info fork_quiet_window_timeout_usec]
     }
 }
