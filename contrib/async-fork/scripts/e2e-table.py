@@ -14,8 +14,12 @@ length on the child's CPU) have no fork. Then, per kernel and size, the
 issue's ratios. --plot FILE draws fork time and worst PING per cell against
 size (matplotlib; skipped with a message when it is missing). --check:
 exit 1 when, on a patched kernel, redis-afork (quiet window on) has a
-median fork time or worst-PING-within-1s over 1.25x stock 8.0.6's plus
-1 ms (the CI comparison)."""
+median fork time over 1.5x stock 8.0.6's + 1 ms, or a median worst PING
+within 1 s after the fork over 2x stock's + 5 ms (the CI comparison: 3
+rounds on a 2-vCPU TCG guest are noisy, so only a clear loss fails)."""
+
+# The CI comparison's tolerance: field -> (factor, ms).
+CHECK_LIMITS = {"fork_ms": (1.5, 1.0), "worst1s_ms": (2.0, 5.0)}
 
 import os
 import statistics
@@ -123,7 +127,7 @@ def plot(summ, path):
                 pts = sorted((m, s[field][0]) for (k, m, c), s in summ.items() if k == kernel and c == cell)
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                            label=f"{KERNELS.get(kernel, kernel)} {cell}")
+                            label=f"{KERNELS.get(kernel, kernel)} kernel: {cell}")
         ax.set_title(title)
         ax.set_xlabel("data (MiB of 4 KiB values)")
         ax.set_ylabel("ms (median over rounds)")
@@ -140,9 +144,12 @@ def check(summ):
         if kernel == "e2e-stock" or cell != "afork-on" or (kernel, mib, "stock") not in summ:
             continue
         st = summ[(kernel, mib, "stock")]
-        for f in ("fork_ms", "worst1s_ms"):
-            if s[f][0] > 1.25 * st[f][0] + 1.0:
-                bad.append(f"{KERNELS.get(kernel, kernel)} {mib} MiB: redis-afork {f} {s[f][0]:.2f} ms > 1.25 x stock {st[f][0]:.2f} ms + 1 ms")
+        for f, (factor, ms) in CHECK_LIMITS.items():
+            verdict = "WORSE" if s[f][0] > factor * st[f][0] + ms else "ok"
+            print(f"e2e-table: check {KERNELS.get(kernel, kernel)} {mib} MiB {f}: redis-afork {s[f][0]:.2f} ms, "
+                  f"stock {st[f][0]:.2f} ms, limit {factor} x stock + {ms:g} ms: {verdict}")
+            if verdict != "ok":
+                bad.append(f"{KERNELS.get(kernel, kernel)} {mib} MiB: redis-afork {f} {s[f][0]:.2f} ms > {factor} x stock {st[f][0]:.2f} ms + {ms:g} ms")
     for b in bad:
         print(f"e2e-table: WORSE THAN STOCK: {b}")
     return not bad
