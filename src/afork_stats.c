@@ -1,8 +1,8 @@
 /* afork_stats.c -- what each fork cost the server.
  *
  *  - the parent's time blocked in fork(): latest, max, total and
- *    percentiles (an hdr histogram, allocated once: recording a fork inside
- *    a quiet window allocates nothing);
+ *    percentiles (an hdr histogram, allocated once, written from the event
+ *    loop after the fork, not in the parent's first steps after fork());
  *  - the child's ready time (fork start to the child's first action, the
  *    page-table copy time on an Async-fork kernel), and whether the fork was
  *    observed to be asynchronous: the child became ready long after fork()
@@ -63,6 +63,7 @@ static struct {
     size_t ready_used_bytes;             /* ... at the fork whose child last reported */
     long long ready_usec;                /* that child's ready time; -1 none */
     int fork_debug_delayed;              /* the latest fork's child is held back */
+    long long hist_pending_usec;         /* a fork not yet in the histogram; 0 none */
 } st;
 
 static struct rusage fork_ru_before;
@@ -125,6 +126,15 @@ void aforkStatsHookTime(long long usec) {
     st.fork_hook_usec = usec;
 }
 
+/* Put the latest fork in the histogram, from the event loop or INFO. */
+static void recordPendingFork(void) {
+    long long usec = st.hist_pending_usec;
+    if (!usec) return;
+    st.hist_pending_usec = 0;
+    if (fork_hist)
+        hdr_record_value(fork_hist, usec > AFORK_HIST_MAX_USEC ? AFORK_HIST_MAX_USEC : usec);
+}
+
 /* fork() returned in the parent with a child: no allocation, no file. */
 void aforkStatsForked(monotime start, monotime ret, int purpose) {
     long long usec = (long long)(ret - start);
@@ -134,8 +144,10 @@ void aforkStatsForked(monotime start, monotime ret, int purpose) {
     if (usec > st.max_fork_usec) st.max_fork_usec = usec;
     st.total_fork_usec += usec;
     st.forks++;
-    if (fork_hist)
-        hdr_record_value(fork_hist, usec < 1 ? 1 : usec > AFORK_HIST_MAX_USEC ? AFORK_HIST_MAX_USEC : usec);
+    /* The histogram is written later (recordPendingFork): its pages are
+     * shared with the child now, and their first touch would count in
+     * upstream's latest_fork_usec. */
+    st.hist_pending_usec = usec < 1 ? 1 : usec;
     st.latest_child_ready_usec = -1;
     st.last_fork_async = 0;
     /* The Lua debugger's child is not tracked as the server's child. */
@@ -171,6 +183,7 @@ void aforkStatsChildReady(monotime ready, monotime start, monotime ret) {
 
 /* beforeSleep: the length of the event-loop iteration that just ended. */
 void aforkStatsLoopSample(long long usec) {
+    recordPendingFork();
     if (cow.active && usec > st.cow_max_eventloop_usec)
         st.cow_max_eventloop_usec = usec;
 }
@@ -205,6 +218,7 @@ void aforkStatsReset(void) {
     st.max_child_ready_usec = 0;
     st.total_fork_usec = 0;
     st.forks = 0;
+    st.hist_pending_usec = 0;
     if (fork_hist) hdr_reset(fork_hist);
 }
 
@@ -212,6 +226,7 @@ void aforkStatsReset(void) {
  * significant digits and answers with the top of a bucket: clamp to the
  * largest value seen. */
 static long long forkPercentile(double p) {
+    recordPendingFork();
     if (!fork_hist || st.forks == 0) return 0;
     long long v = hdr_value_at_percentile(fork_hist, p);
     return v > st.max_fork_usec ? st.max_fork_usec : v;
