@@ -19,8 +19,8 @@
  *    fork() (so the background purge thread cannot slip in) until the window
  *    closes; explicit purges (MEMORY PURGE, FLUSHALL) are deferred to then;
  *  - the background (bio) threads wait before each job: a lazy free unmaps
- *    memory, and a thread's first zfree() creates its jemalloc tcache and
- *    arena (no warm-up job: see below);
+ *    memory, and a thread's first zfree() creates its jemalloc tcache (so
+ *    each bio thread gets a no-op job at startup);
  *  - serverCron ticks are skipped: they read /proc, resize tables, start
  *    active defrag (which itself pauses while a fork child lives). The
  *    timeout is checked there. It is fork-quiet-window-timeout, or longer
@@ -42,6 +42,7 @@
 
 #include "server.h"
 #include "afork_window.h"
+#include "bio.h"
 #include <fcntl.h>
 
 /* server.c's fork- and signal-safe localtime (localtime.c). */
@@ -309,15 +310,18 @@ void aforkWindowBackgroundWait(void) {
     }
 }
 
-/* No warm-up job for the bio threads. A thread's first allocation makes
- * jemalloc create its tcache and a new arena (arenas 1-3 for the three bio
- * threads), and every fork then pays for them: jemalloc's atfork handlers
- * lock and unlock every arena's mutexes, and on an Async-fork kernel each
- * first touch after fork() copies a page table in the parent's time (on
- * the host: 54 minor faults inside fork() with arenas 0-3, see
- * latest_fork_minor_faults). So the bio threads create their arenas when
- * they first work, as upstream's do; a first job picked up just before a
- * fork may then map its arena inside the window, once per thread. */
+/* A thread's first allocation makes jemalloc create its tcache and often a
+ * new arena (a 2 MB mmap). A bio thread would otherwise do that in the
+ * zfree() ending its first job, which can fall inside a window: give every
+ * bio thread a no-op job at startup, whose reply it allocates. */
+static void warmedUp(uint64_t data, void *ptr) {
+    UNUSED(data); UNUSED(ptr);
+}
+
+static void warmBackgroundThreads(void) {
+    for (int w = 0; w < BIO_WORKER_NUM; w++)
+        bioCreateCompRq(w, warmedUp, 0, NULL);
+}
 
 /* ------------------------------- The window ------------------------------- */
 
@@ -482,6 +486,7 @@ void aforkWindowInit(aforkReadyFn *on_ready) {
     /* Fault the ring in now, so a deferred line costs no new page. */
     memset(log_ring, 0, sizeof(log_ring));
     allocatorInit();
+    warmBackgroundThreads();
 }
 
 /* CONFIG RESETSTAT. */
