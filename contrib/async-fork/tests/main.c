@@ -82,7 +82,7 @@ static int run_one(const struct test_case *tc)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: forktest list | describe | run NAME... | exec-check SEED | probe PORT\n");
+    fprintf(stderr, "usage: forktest list | describe | run NAME... | exec-check SEED | probe PORT save|idle|hog DUR_MS HOG_CPU\n");
     return 2;
 }
 
