@@ -95,6 +95,9 @@ static void aforkAtExit(void) {
 void aforkInit(void) {
     aforkStatsInit();
     aforkWindowInit(childReady);
+    if (aforkKernelOptIn(afork_async_optin) != 0)
+        serverLog(LL_WARNING, "redis-afork: fork-async-optin %s: the kernel refused the prctl "
+                  "(INFO fork: fork_async_optin_errno)", afork_async_optin ? "yes" : "no");
     aforkKernelProbe(probeRoot());
     aforkSystemInit(probeRoot());
     aforkThpInit();
@@ -113,8 +116,9 @@ void aforkInit(void) {
 void aforkBeforeFork(int purpose) {
     aforkThpForkStarting();
     aforkSystemAllowReads(0);
-    aforkWindowBeforeFork(quietWindowWanted());
+    aforkWindowBeforeFork(quietWindowWanted(), aforkStatsExpectedReadyUsec(zmalloc_used_memory()));
     fork_now.purpose = purpose;
+    aforkStatsBeforeFork();
     fork_now.start = getMonotonicUs();
 }
 
@@ -126,6 +130,7 @@ void aforkInChild(void) {
 /* redisFork, first thing in the parent (childpid -1: fork() failed). */
 void aforkAfterFork(pid_t childpid) {
     monotime now = getMonotonicUs();
+    aforkStatsForkUsage();
     aforkWindowAfterFork(childpid, now);
     if (childpid == -1) {
         aforkThpForkFailed();
@@ -133,6 +138,7 @@ void aforkAfterFork(pid_t childpid) {
     }
     fork_now.ret = now;
     aforkStatsForked(fork_now.start, now, fork_now.purpose);
+    aforkStatsHookTime((long long)(getMonotonicUs() - now));
 }
 
 /* The window's ready pipe: the child runs (called after the window closed). */
@@ -268,6 +274,17 @@ int aforkApplyCollapseRate(const char **err) {
  * is open (the next periodic probe does it then). */
 int aforkApplyProbeRoot(const char **err) {
     UNUSED(err);
+    if (!aforkWindowOpen()) aforkKernelProbe(probeRoot());
+    return 1;
+}
+
+/* CONFIG SET fork-async-optin: opt in or out now (a running child keeps
+ * what it was forked with), then probe again. */
+int aforkApplyAsyncOptIn(const char **err) {
+    if (aforkKernelOptIn(afork_async_optin) != 0) {
+        *err = "the kernel refused PR_SET_ASYNC_FORK (see INFO fork)";
+        return 0;
+    }
     if (!aforkWindowOpen()) aforkKernelProbe(probeRoot());
     return 1;
 }

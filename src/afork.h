@@ -56,6 +56,7 @@ pid_t aforkSpawnScript(char **argv);
 /* Config owned by afork.c (afork_config.h rows and their apply functions). */
 extern char *afork_probe_root;
 int aforkApplyProbeRoot(const char **err);
+int aforkApplyAsyncOptIn(const char **err);
 int aforkApplyCollapseRate(const char **err);
 
 #endif /* AFORK_H */

@@ -11,6 +11,11 @@
  *    1 for processes that opted in with prctl(AFORK_PR_SET_ASYNC_FORK, 1),
  *    2 for every process.
  *
+ * fork-async-optin (default yes) makes the process opt in (or out) with that
+ * prctl at startup and on CONFIG SET; a wrapper cannot do it for us, since
+ * execve() clears the opt-in. Kernels without the prctl answer EINVAL: the
+ * result ("unsupported") is all that changes there.
+ *
  * Every probe takes the root under which /proc and /sys are found ("" for
  * the real ones), so that tests can point it at a fake tree (the protected
  * config fork-probe-root, owned by afork.c). Files are read with open/read
@@ -38,6 +43,16 @@ typedef struct {
 } kernelState;
 
 static kernelState kernel = {AFORK_KERNEL_NONE, -1, 0};
+
+int afork_async_optin = 1;          /* config fork-async-optin */
+
+#define OPTIN_NOT_TRIED 0
+#define OPTIN_IN 1
+#define OPTIN_OUT 2
+#define OPTIN_UNSUPPORTED 3
+#define OPTIN_FAILED 4
+static int optin_result = OPTIN_NOT_TRIED;
+static int optin_errno = 0;
 
 /* Our cgroup for the memory controller, from /proc/self/cgroup: the v1
  * line naming "memory", else the v2 line "0::/path". */
@@ -181,6 +196,31 @@ static const char *kindName(int kind) {
     }
 }
 
+/* Opt this process in (on 1) or out with contrib/async-fork's prctl, and
+ * read it back. The result is kept for INFO; 0 unless the kernel refused
+ * a prctl it has. */
+int aforkKernelOptIn(int on) {
+    optin_errno = 0;
+    if (prctl(AFORK_PR_SET_ASYNC_FORK, on ? 1 : 0, 0, 0, 0) != 0) {
+        optin_errno = errno;
+        optin_result = errno == EINVAL ? OPTIN_UNSUPPORTED : OPTIN_FAILED;
+        return optin_result == OPTIN_UNSUPPORTED ? 0 : -1;
+    }
+    int got = prctl(AFORK_PR_GET_ASYNC_FORK, 0, 0, 0, 0);
+    optin_result = got == (on ? 1 : 0) ? (on ? OPTIN_IN : OPTIN_OUT) : OPTIN_FAILED;
+    return optin_result == OPTIN_FAILED ? -1 : 0;
+}
+
+static const char *optinName(void) {
+    switch (optin_result) {
+    case OPTIN_IN: return "in";
+    case OPTIN_OUT: return "out";
+    case OPTIN_UNSUPPORTED: return "unsupported";
+    case OPTIN_FAILED: return "failed";
+    default: return "not-tried";
+    }
+}
+
 /* Refresh the cached state from the interfaces found under root. */
 void aforkKernelProbe(const char *root) {
     probe(root, &kernel);
@@ -200,8 +240,10 @@ sds aforkKernelInfo(sds info) {
     return sdscatprintf(info,
         "fork_async_kernel:%s\r\n"
         "fork_async_kernel_mode:%d\r\n"
-        "fork_async_enabled:%d\r\n",
-        kindName(kernel.kind), kernel.mode, kernel.enabled);
+        "fork_async_enabled:%d\r\n"
+        "fork_async_optin:%s\r\n"
+        "fork_async_optin_errno:%d\r\n",
+        kindName(kernel.kind), kernel.mode, kernel.enabled, optinName(), optin_errno);
 }
 
 /* LATENCY DOCTOR, "fork" event: one sentence on the Async-fork state, and

@@ -12,6 +12,9 @@
 #define AFORK_PR_SET_ASYNC_FORK 0x41464b01
 #define AFORK_PR_GET_ASYNC_FORK 0x41464b02
 
+extern int afork_async_optin;   /* config fork-async-optin */
+
+int aforkKernelOptIn(int on);
 void aforkKernelProbe(const char *root);
 int aforkKernelAsyncEnabled(void);
 const char *aforkKernelName(void);

@@ -1,12 +1,18 @@
 /* afork_stats.c -- what each fork cost the server.
  *
  *  - the parent's time blocked in fork(): latest, max, total and
- *    percentiles (an hdr histogram, allocated once: recording a fork inside
- *    a quiet window allocates nothing);
+ *    percentiles (an hdr histogram, allocated once, written from the event
+ *    loop after the fork, not in the parent's first steps after fork());
  *  - the child's ready time (fork start to the child's first action, the
  *    page-table copy time on an Async-fork kernel), and whether the fork was
  *    observed to be asynchronous: the child became ready long after fork()
  *    had returned to the parent;
+ *  - the parent's main thread across fork() (getrusage RUSAGE_THREAD just
+ *    before and just after): its CPU time, voluntary and involuntary
+ *    context switches and minor faults (the first touches of jemalloc's
+ *    atfork handlers), so that working is told apart from waiting; and the
+ *    time of our own after-fork hook, which upstream's latest_fork_usec
+ *    includes;
  *  - the copy-on-write stall of the parent while an RDB, AOF or module
  *    child lives: the minor page faults the parent took and its longest
  *    event-loop iteration, for the running child and the last finished one.
@@ -22,6 +28,7 @@
 
 #include "server.h"
 #include "afork_stats.h"
+#include "afork_window.h"
 #include "hdr_histogram.h"
 #include <sys/resource.h>
 
@@ -47,7 +54,19 @@ static struct {
     long long last_cow_minor_faults;     /* the same for the last finished child; -1 none */
     long long last_cow_max_eventloop_usec;
     long long last_cow_child_life_usec;
+    long long fork_cpu_usec;             /* parent thread across fork(); -1 none */
+    long long fork_minflt;
+    long long fork_nvcsw;
+    long long fork_nivcsw;
+    long long fork_hook_usec;            /* aforkAfterFork's own time; -1 none */
+    size_t fork_used_bytes;              /* zmalloc_used_memory() at the latest fork */
+    size_t ready_used_bytes;             /* ... at the fork whose child last reported */
+    long long ready_usec;                /* that child's ready time; -1 none */
+    int fork_debug_delayed;              /* the latest fork's child is held back */
+    long long hist_pending_usec;         /* a fork not yet in the histogram; 0 none */
 } st;
+
+static struct rusage fork_ru_before;
 
 /* Copy-on-write tracking of the running child. */
 static struct {
@@ -69,17 +88,66 @@ void aforkStatsInit(void) {
     st.last_cow_minor_faults = -1;
     st.last_cow_max_eventloop_usec = -1;
     st.last_cow_child_life_usec = -1;
+    st.fork_cpu_usec = st.fork_minflt = st.fork_nvcsw = st.fork_nivcsw = -1;
+    st.fork_hook_usec = -1;
+    st.ready_usec = -1;
+}
+
+/* The copy time expected of the next fork's child: the last reported
+ * child's ready time, scaled by the memory in use now over then; -1 when
+ * no child has reported yet. */
+long long aforkStatsExpectedReadyUsec(size_t used_now) {
+    if (st.ready_usec < 0 || st.ready_used_bytes == 0) return -1;
+    return (long long)((double)st.ready_usec * (double)used_now / (double)st.ready_used_bytes);
+}
+
+static long long cpuUsec(const struct rusage *ru) {
+    return (long long)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000000 +
+           ru->ru_utime.tv_usec + ru->ru_stime.tv_usec;
+}
+
+/* Just before fork(): the main thread's usage so far. */
+void aforkStatsBeforeFork(void) {
+    if (getrusage(RUSAGE_THREAD, &fork_ru_before) != 0) fork_ru_before.ru_minflt = -1;
+}
+
+/* First thing after fork() in the parent: what fork() cost this thread. */
+void aforkStatsForkUsage(void) {
+    struct rusage ru;
+    if (fork_ru_before.ru_minflt == -1 || getrusage(RUSAGE_THREAD, &ru) != 0) return;
+    st.fork_cpu_usec = cpuUsec(&ru) - cpuUsec(&fork_ru_before);
+    st.fork_minflt = ru.ru_minflt - fork_ru_before.ru_minflt;
+    st.fork_nvcsw = ru.ru_nvcsw - fork_ru_before.ru_nvcsw;
+    st.fork_nivcsw = ru.ru_nivcsw - fork_ru_before.ru_nivcsw;
+}
+
+/* The after-fork hook's own time. */
+void aforkStatsHookTime(long long usec) {
+    st.fork_hook_usec = usec;
+}
+
+/* Put the latest fork in the histogram, from the event loop or INFO. */
+static void recordPendingFork(void) {
+    long long usec = st.hist_pending_usec;
+    if (!usec) return;
+    st.hist_pending_usec = 0;
+    if (fork_hist)
+        hdr_record_value(fork_hist, usec > AFORK_HIST_MAX_USEC ? AFORK_HIST_MAX_USEC : usec);
 }
 
 /* fork() returned in the parent with a child: no allocation, no file. */
 void aforkStatsForked(monotime start, monotime ret, int purpose) {
     long long usec = (long long)(ret - start);
     st.latest_fork_usec = usec;
+    st.fork_used_bytes = zmalloc_used_memory();
+    st.fork_debug_delayed = afork_debug_ready_delay_ms != 0;
     if (usec > st.max_fork_usec) st.max_fork_usec = usec;
     st.total_fork_usec += usec;
     st.forks++;
-    if (fork_hist)
-        hdr_record_value(fork_hist, usec < 1 ? 1 : usec > AFORK_HIST_MAX_USEC ? AFORK_HIST_MAX_USEC : usec);
+    /* The histogram is written later (recordPendingFork): its pages are
+     * shared with the child now, and their first touch would count in
+     * upstream's latest_fork_usec. */
+    st.hist_pending_usec = usec < 1 ? 1 : usec;
     st.latest_child_ready_usec = -1;
     st.last_fork_async = 0;
     /* The Lua debugger's child is not tracked as the server's child. */
@@ -98,6 +166,12 @@ void aforkStatsForked(monotime start, monotime ret, int purpose) {
 void aforkStatsChildReady(monotime ready, monotime start, monotime ret) {
     long long usec = (long long)(ready - start);
     st.latest_child_ready_usec = usec;
+    /* A child held back by fork-debug-ready-delay plays a stuck one: its
+     * ready time is no copy time to learn from. */
+    if (!st.fork_debug_delayed) {
+        st.ready_usec = usec;
+        st.ready_used_bytes = st.fork_used_bytes;
+    }
     if (usec > st.max_child_ready_usec)
         st.max_child_ready_usec = usec;
     long long lag = (long long)ready - (long long)ret;
@@ -109,6 +183,7 @@ void aforkStatsChildReady(monotime ready, monotime start, monotime ret) {
 
 /* beforeSleep: the length of the event-loop iteration that just ended. */
 void aforkStatsLoopSample(long long usec) {
+    recordPendingFork();
     if (cow.active && usec > st.cow_max_eventloop_usec)
         st.cow_max_eventloop_usec = usec;
 }
@@ -143,6 +218,7 @@ void aforkStatsReset(void) {
     st.max_child_ready_usec = 0;
     st.total_fork_usec = 0;
     st.forks = 0;
+    st.hist_pending_usec = 0;
     if (fork_hist) hdr_reset(fork_hist);
 }
 
@@ -150,6 +226,7 @@ void aforkStatsReset(void) {
  * significant digits and answers with the top of a bucket: clamp to the
  * largest value seen. */
 static long long forkPercentile(double p) {
+    recordPendingFork();
     if (!fork_hist || st.forks == 0) return 0;
     long long v = hdr_value_at_percentile(fork_hist, p);
     return v > st.max_fork_usec ? st.max_fork_usec : v;
@@ -173,7 +250,12 @@ sds aforkStatsInfo(sds info) {
         "current_fork_cow_max_eventloop_usec:%lld\r\n"
         "latest_fork_cow_minor_faults:%lld\r\n"
         "latest_fork_cow_max_eventloop_usec:%lld\r\n"
-        "latest_fork_child_life_usec:%lld\r\n",
+        "latest_fork_child_life_usec:%lld\r\n"
+        "latest_fork_cpu_usec:%lld\r\n"
+        "latest_fork_minor_faults:%lld\r\n"
+        "latest_fork_voluntary_switches:%lld\r\n"
+        "latest_fork_involuntary_switches:%lld\r\n"
+        "latest_fork_hook_usec:%lld\r\n",
         st.max_fork_usec,
         st.total_fork_usec,
         forkPercentile(50.0),
@@ -187,7 +269,12 @@ sds aforkStatsInfo(sds info) {
         st.cow_max_eventloop_usec,
         st.last_cow_minor_faults,
         st.last_cow_max_eventloop_usec,
-        st.last_cow_child_life_usec);
+        st.last_cow_child_life_usec,
+        st.fork_cpu_usec,
+        st.fork_minflt,
+        st.fork_nvcsw,
+        st.fork_nivcsw,
+        st.fork_hook_usec);
 }
 
 /* LATENCY DOCTOR: what our own events mean. */

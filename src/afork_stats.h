@@ -10,6 +10,10 @@
 #include "monotonic.h"
 
 void aforkStatsInit(void);
+void aforkStatsBeforeFork(void);
+long long aforkStatsExpectedReadyUsec(size_t used_now);
+void aforkStatsForkUsage(void);
+void aforkStatsHookTime(long long usec);
 void aforkStatsForked(monotime start, monotime ret, int purpose);
 void aforkStatsChildReady(monotime ready, monotime start, monotime ret);
 void aforkStatsLoopSample(long long usec);

@@ -20,13 +20,17 @@
  * every 10 s, and the thread waits on a condition variable until it is asked
  * and allowed. afork.c forbids reads from just before each fork until the
  * event loop runs again outside a quiet window, and stops the thread (and
- * joins it) at exit.
+ * joins it) at exit. A read holds the mmap lock for its whole walk, and a
+ * fork() that comes meanwhile waits for it (counted: fork_smaps_collisions),
+ * so the walk is made only when huge pages are possible for this process
+ * (hugePagesPossible(); otherwise AnonHugePages is reported as 0).
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"
 #include "afork_system.h"
 #include "afork_util.h"
+#include "afork_thp.h"
 #include <fcntl.h>
 #include <sys/prctl.h>
 
@@ -53,6 +57,8 @@ static struct {
     int stop;                    /* under lock */
     int fd;                      /* under lock; -1 none */
     int allowed_published;       /* main thread's copy of allowed */
+    int reading;                 /* under lock: a read is in flight */
+    long long collisions;        /* main thread: forks that found one */
 } smaps = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
            .allowed = 1, .fd = -1, .allowed_published = 1};
 
@@ -69,6 +75,7 @@ static int smapsWaitForWork(void) {
         pthread_cond_wait(&smaps.cond, &smaps.lock);
     fd = smaps.stop ? -1 : dup(smaps.fd);
     smaps.requested = 0;
+    smaps.reading = fd != -1;
     pthread_mutex_unlock(&smaps.lock);
     return fd;
 }
@@ -88,6 +95,9 @@ static void *smapsReader(void *arg) {
         }
         ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
         close(fd);
+        pthread_mutex_lock(&smaps.lock);
+        smaps.reading = 0;
+        pthread_mutex_unlock(&smaps.lock);
         long long v = -1;
         if (n > 0) {
             buf[n] = '\0';
@@ -129,6 +139,7 @@ void aforkSystemAllowReads(int allowed) {
     smaps.allowed_published = allowed;
     pthread_mutex_lock(&smaps.lock);
     smaps.allowed = allowed;
+    if (!allowed && smaps.reading) smaps.collisions++;
     if (allowed) pthread_cond_signal(&smaps.cond);
     pthread_mutex_unlock(&smaps.lock);
 }
@@ -154,6 +165,22 @@ void aforkSystemInit(const char *root) {
     aforkSystemRefresh(root, 1);
 }
 
+/* THP is out of the keyspace's reach: system "never" or disabled for us. */
+static int thpUnavailable(void) {
+    return !strcmp(sys.thp_enabled, "never") || sys.thp_process_disabled == 1;
+}
+
+/* Can this process have huge pages at all? Not when THP is out of reach;
+ * in "madvise" mode only where something asks for them: fork-thp, or
+ * jemalloc with opt.thp "always" or metadata_thp on. (A module that
+ * madvises its own memory is not seen.) */
+static int hugePagesPossible(void) {
+    if (thpUnavailable()) return 0;
+    if (strcmp(sys.thp_enabled, "madvise") != 0) return 1;
+    return afork_fork_thp || !strcmp(sys.je_thp, "always") ||
+           (strcmp(sys.je_metadata_thp, "disabled") != 0 && strcmp(sys.je_metadata_thp, "n/a") != 0);
+}
+
 /* serverCron (or startup): refresh the cached values from the files under
  * root; with_smaps asks the reader thread for a new AnonHugePages figure. */
 void aforkSystemRefresh(const char *root, int with_smaps) {
@@ -171,6 +198,10 @@ void aforkSystemRefresh(const char *root, int with_smaps) {
     sys.page_table_bytes =
         aforkReadFile(path, buf, sizeof(buf)) > 0 ? aforkKbField(buf, "VmPTE") : -1;
     if (!smaps.started) return;
+    if (!hugePagesPossible()) {
+        sys.anon_huge_bytes = 0;
+        return;
+    }
     smapsOpen(root);
     atomicGet(smaps_anon_huge, sys.anon_huge_bytes);
     if (with_smaps) smapsRequest();
@@ -193,14 +224,18 @@ sds aforkSystemInfo(sds info) {
         "thp_process_disabled:%d\r\n"
         "thp_anon_huge_pages_bytes:%lld\r\n"
         "jemalloc_opt_thp:%s\r\n"
-        "jemalloc_opt_metadata_thp:%s\r\n",
+        "jemalloc_opt_metadata_thp:%s\r\n"
+        "fork_smaps_reads:%d\r\n"
+        "fork_smaps_collisions:%lld\r\n",
         sys.page_table_bytes,
         sys.thp_enabled,
         sys.thp_defrag,
         sys.thp_process_disabled,
         sys.anon_huge_bytes,
         sys.je_thp,
-        sys.je_metadata_thp);
+        sys.je_metadata_thp,
+        smaps.started && hugePagesPossible(),
+        smaps.collisions);
 }
 
 /* ------------------------------------------------------------ the advice */
@@ -208,11 +243,6 @@ sds aforkSystemInfo(sds info) {
 /* Linux >= 5.8 copies 4 KiB on a copy-on-write fault of a huge page. */
 static int kernelHasThpCowSplit(void) {
     return aforkLinuxAtLeast(5, 8);
-}
-
-/* THP is out of the keyspace's reach: system "never" or disabled for us. */
-static int thpUnavailable(void) {
-    return !strcmp(sys.thp_enabled, "never") || sys.thp_process_disabled == 1;
 }
 
 /* LATENCY DOCTOR, "fork" event: the page tables per GB and the THP state. */

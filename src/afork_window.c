@@ -23,7 +23,12 @@
  *    each bio thread gets a no-op job at startup);
  *  - serverCron ticks are skipped: they read /proc, resize tables, start
  *    active defrag (which itself pauses while a fork child lives). The
- *    timeout is checked there.
+ *    timeout is checked there. It is fork-quiet-window-timeout, or longer
+ *    when the child is expected to need more: AFORK_WINDOW_COPY_MARGIN
+ *    times the copy time afork.c expects from the last fork's child (its
+ *    ready time scaled by the memory now in use), so that a large dataset's
+ *    copy (80-157 ms for 1.24 GB under TCG, 10 times that at 12 GB) does not
+ *    end the window early.
  *
  * Nothing here allocates or opens a file while the window is open.
  *
@@ -55,8 +60,13 @@ int afork_debug_ready_delay_ms = 0;
 #define AFORK_WINDOW_NEXT_FORK 3
 #define AFORK_WINDOW_ABORT 4
 
+/* The timeout is at least this many times the expected copy time. */
+#define AFORK_WINDOW_COPY_MARGIN 4
+
 /* Set while a window is open; read by other threads (lazy-free). */
 static redisAtomic int quiet_now = 0;
+/* This fork's timeout in microseconds (main thread writes, bio reads). */
+static redisAtomic long long window_limit_usec = 1000000;
 
 /* One fork's ready pipe and window. */
 static struct {
@@ -290,7 +300,9 @@ void aforkWindowBackgroundWait(void) {
     int q;
     atomicGet(quiet_now, q);
     if (!q) return;
-    monotime limit = (monotime)afork_quiet_window_timeout_ms * 1000;
+    long long limit_usec;
+    atomicGet(window_limit_usec, limit_usec);
+    monotime limit = (monotime)limit_usec;
     monotime start = getMonotonicUs();
     while (q && getMonotonicUs() - start < limit) {
         usleep(100);
@@ -336,9 +348,12 @@ static void windowClose(int why) {
         jemalloc_purge();
     }
     flushDeferredLogs();
-    if (why == AFORK_WINDOW_TIMEOUT)
-        serverLog(LL_NOTICE, "Fork quiet window closed after %d ms without a "
-                  "ready message from the child", afork_quiet_window_timeout_ms);
+    if (why == AFORK_WINDOW_TIMEOUT) {
+        long long limit_usec;
+        atomicGet(window_limit_usec, limit_usec);
+        serverLog(LL_NOTICE, "Fork quiet window closed after %lld ms without a "
+                  "ready message from the child", limit_usec / 1000);
+    }
 }
 
 /* Forget the ready pipe, closing its window first. */
@@ -368,8 +383,12 @@ static void readyHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
 
 /* Before fork(): open the ready pipe; when this fork gets a window (quiet),
  * hold the allocator and the background threads. */
-void aforkWindowBeforeFork(int quiet) {
+void aforkWindowBeforeFork(int quiet, long long expected_copy_usec) {
     int fds[2];
+    long long limit = (long long)afork_quiet_window_timeout_ms * 1000;
+    if (expected_copy_usec > 0 && AFORK_WINDOW_COPY_MARGIN * expected_copy_usec > limit)
+        limit = AFORK_WINDOW_COPY_MARGIN * expected_copy_usec;
+    atomicSet(window_limit_usec, limit);
     dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
     if (pipe2(fds, O_CLOEXEC) == 0) {
         win.rfd = fds[0];
@@ -430,7 +449,9 @@ void aforkWindowAfterFork(pid_t childpid, monotime parent_return) {
  * the child has not spoken within the timeout. */
 int aforkWindowCron(void) {
     if (!win.open) return 0;
-    monotime limit = (monotime)afork_quiet_window_timeout_ms * 1000;
+    long long limit_usec;
+    atomicGet(window_limit_usec, limit_usec);
+    monotime limit = (monotime)limit_usec;
     if (getMonotonicUs() - win.parent_return < limit) return 1;
     windowClose(AFORK_WINDOW_TIMEOUT);
     return 0;
@@ -479,9 +500,12 @@ void aforkWindowReset(void) {
 
 /* INFO fork: the window fields. enabled: forks get a window now. */
 sds aforkWindowInfo(sds info, int enabled) {
+    long long limit_usec;
+    atomicGet(window_limit_usec, limit_usec);
     return sdscatprintf(info,
         "fork_quiet_window_enabled:%d\r\n"
         "fork_quiet_window_active:%d\r\n"
+        "fork_quiet_window_timeout_usec:%lld\r\n"
         "latest_fork_quiet_window_usec:%lld\r\n"
         "fork_quiet_windows:%lld\r\n"
         "fork_quiet_window_timeouts:%lld\r\n"
@@ -490,6 +514,7 @@ sds aforkWindowInfo(sds info, int enabled) {
         "fork_quiet_dropped_logs:%lld\r\n",
         enabled,
         win.open,
+        limit_usec,
         st.latest_usec,
         st.windows,
         st.timeouts,

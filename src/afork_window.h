@@ -25,7 +25,7 @@ typedef void aforkReadyFn(monotime ready);
 
 void aforkWindowInit(aforkReadyFn *on_ready);
 int aforkWindowEnabled(int async_kernel);
-void aforkWindowBeforeFork(int quiet);
+void aforkWindowBeforeFork(int quiet, long long expected_copy_usec);
 void aforkWindowInChild(void);
 void aforkWindowAfterFork(pid_t childpid, monotime parent_return);
 int aforkWindowCron(void);

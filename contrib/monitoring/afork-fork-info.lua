@@ -20,6 +20,7 @@
 -- The states each word field can be in (README's INFO reference).
 local STATES = {
     fork_async_kernel = {"none", "anolis", "bytedance", "afork"},
+    fork_async_optin = {"in", "out", "unsupported", "failed", "not-tried"},
     thp_enabled = {"always", "madvise", "never"},
     thp_defrag = {"always", "defer", "defer+madvise", "madvise", "never"},
     jemalloc_opt_thp = {"default", "always", "never"},

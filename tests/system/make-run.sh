@@ -7,6 +7,9 @@
 cli=$tree/src/redis-cli
 port=$(free_port)
 data=$work/data
+# Build first: make run's own (re)build can outlast the wait for PING below
+# on a loaded machine, and this test is about serving, not building.
+make -s -C "$top" build >/dev/null 2>&1 || { err "make build" "failed"; exit 1; }
 # setsid: own process group, so the SIGINT below reaches make and the server
 # together, like a terminal's Ctrl-C.
 setsid make -s -C "$top" run PORT="$port" DATA="$data" >"$work/run.log" 2>&1 &

@@ -94,7 +94,7 @@ add_busybox() {
     entry_file /bin/busybox "$bb" 0755
     for applet in sh mount mkdir cat echo sed awk tr grep cut date sleep timeout \
         poweroff ip ifconfig mkswap swapon dmesg uname nproc sync tee tail rm ls ps \
-        head wc env kill free pidof; do
+        head wc env kill free pidof taskset; do
         printf 'slink /bin/%s busybox 0777 0 0\n' "$applet" >>"$list"
     done
 }

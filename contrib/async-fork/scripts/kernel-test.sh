@@ -7,7 +7,10 @@
 # phases.tsv there holds the seconds of each phase, drift.txt the hunks the
 # series needed fuzz for (a source other than the series' base).
 #
-#   kernel-test.sh [build|test]     build: stop after the builds; test (default)
+#   kernel-test.sh [build|test|e2e] build: stop after the builds; test (default);
+#                                   e2e: the full Redis latency experiment
+#                                   only (stock and patched kernels built,
+#                                   three boots, no suite; make kernel-e2e)
 #
 # Environment (make variables of the same name in kernel.mk):
 #   KERNEL_TEST_RUNS     runs to make, each KERNEL[:MODE[:SYSCTLS[:prctl]]],
@@ -17,14 +20,19 @@
 #                        the debug build on for all (see $default_runs)
 #   KERNEL_TEST_DEBUG=0  no debug build (and no debug run)
 #   KERNEL_TEST_DEBUG_SCALE  scale of the debug run (default 0.25)
-#   KERNEL_TEST_E2E=0    skip the Redis end-to-end boots (redis-latency on
-#                        stock and patched-all, redis-consistency on
-#                        patched-all)
+#   KERNEL_TEST_E2E=0    skip the Redis end-to-end boot (patched kernel,
+#                        vm.async_fork=2: redis-consistency, and the short
+#                        latency experiment, checked: redis-afork against
+#                        stock 8.0.6)
 #   KERNEL_TEST_REDIS_MIB    data size of redis-consistency (default 512,
 #                            sized for CI: each round hashes, saves and
 #                            loads it all; 2048 takes about 2 min a round)
 #   KERNEL_TEST_REDIS_ROUNDS rounds of redis-consistency (default 20)
-#   KERNEL_TEST_REDIS_LAT_MIB data size of redis-latency (default 1024)
+#   KERNEL_TEST_REDIS_LAT_MIB sizes of redis-latency, comma list (default
+#                            512 for test, 1024,1536 for e2e)
+#   KERNEL_TEST_REDIS_LAT_ROUNDS BGSAVEs per cell and size (default 3 for
+#                            test, 10 for e2e)
+#   KERNEL_TEST_E2E_SMP  vCPUs of the experiment's guests (default 2)
 #   KERNEL_TEST_TESTS    comma list of steps (default all)
 #   KERNEL_TEST_SCALE    size/iteration factor (default 1, sized for CI)
 #   KERNEL_TEST_STRESS   seconds per stress-ng stressor (default 20)
@@ -52,7 +60,15 @@ debug=${KERNEL_TEST_DEBUG:-1}
 [ "$debug" = 1 ] || default_runs=${default_runs% debug:*}
 runs=${KERNEL_TEST_RUNS:-$default_runs}
 redis_mib=${KERNEL_TEST_REDIS_MIB:-512}
-redis_lat_mib=${KERNEL_TEST_REDIS_LAT_MIB:-1024}
+action=${1:-test}
+if [ "$action" = e2e ]; then
+    redis_lat_mib=${KERNEL_TEST_REDIS_LAT_MIB:-1024,1536}
+    redis_lat_rounds=${KERNEL_TEST_REDIS_LAT_ROUNDS:-10}
+else
+    redis_lat_mib=${KERNEL_TEST_REDIS_LAT_MIB:-512}
+    redis_lat_rounds=${KERNEL_TEST_REDIS_LAT_ROUNDS:-3}
+fi
+e2e_smp=${KERNEL_TEST_E2E_SMP:-2}
 redis_rounds=${KERNEL_TEST_REDIS_ROUNDS:-20}
 tests=${KERNEL_TEST_TESTS:-all}
 scale=${KERNEL_TEST_SCALE:-1}
@@ -261,24 +277,33 @@ run_suite() {
     "$here/boot.sh" "${args[@]}" || failed_runs+=("$label")
 }
 
-# Redis end to end: stock kernel (latency) and patched with vm.async_fork=2
-# (consistency and latency), the stock and redis-afork servers each.
+# A Redis end-to-end boot: the steps given, with the experiment's settings.
 e2e_boot() {
     local kernel=$1 label=$2 steps=$3
     shift 3
-    say "redis end to end: $label ($steps; consistency $redis_mib MiB x $redis_rounds, latency $redis_lat_mib MiB)"
+    say "redis end to end: $label ($steps; consistency $redis_mib MiB x $redis_rounds, latency $redis_lat_mib MiB x $redis_lat_rounds rounds, $e2e_smp vCPUs)"
     "$here/boot.sh" --kernel "$(image_of "$kernel")" --initrd "$initramfs" \
-        --out "$results/$label" --label "$label" --mode e2e --tests "$steps" \
+        --out "$results/$label" --label "$label" --mode e2e --tests "$steps" --smp "$e2e_smp" \
         --expect "$(echo "$steps" | tr , ' ')" --timeout "$(limit "$boot_timeout")" \
-        --append "afork.redis_mib=$redis_mib afork.redis_lat_mib=$redis_lat_mib afork.redis_rounds=$redis_rounds afork.timeout=$boot_timeout" \
+        --append "afork.redis_mib=$redis_mib afork.redis_lat_mib=$redis_lat_mib afork.redis_lat_rounds=$redis_lat_rounds afork.redis_rounds=$redis_rounds afork.timeout=$boot_timeout" \
         "$@" || failed_runs+=("$label")
 }
 
+# CI: the patched kernel (vm.async_fork=2) only: consistency, and the short
+# experiment whose redis-afork cells must not be worse than stock's.
 redis_e2e() {
     [ "${KERNEL_TEST_E2E:-1}" = 1 ] || return 0
-    phase "e2e stock" e2e_boot stock e2e-stock redis-latency
     phase "e2e patched" e2e_boot patched e2e-patched redis-consistency,redis-latency \
         --sysctl vm.async_fork=2
+}
+
+# make kernel-e2e: the whole experiment, one boot per kernel mode.
+redis_experiment() {
+    e2e_labels="e2e-stock e2e-patched e2e-optin"
+    boot_timeout=${KERNEL_TEST_TIMEOUT:-7200}
+    phase "e2e stock" e2e_boot stock e2e-stock redis-latency
+    phase "e2e patched" e2e_boot patched e2e-patched redis-latency --sysctl vm.async_fork=2
+    phase "e2e opt-in" e2e_boot patched e2e-optin redis-latency --sysctl vm.async_fork=1
 }
 
 host_fork_time() {
@@ -322,7 +347,7 @@ print_runs() {
         [ -f "$f" ] || continue
         echo "Suite $label: $(fmt_duration "$(env_value "$f" RUN_WALL_SECONDS)") wall, kernel $(env_value "$f" RUN_KERNEL), mode $(env_value "$f" RUN_MODE)${KERNEL_TEST_INJECT:+, inject $KERNEL_TEST_INJECT}"
     done
-    for label in e2e-stock e2e-patched; do
+    for label in $e2e_labels; do
         f=$results/$label/run.env
         [ -f "$f" ] && echo "Redis end to end $label: $(fmt_duration "$(env_value "$f" RUN_WALL_SECONDS)") wall"
     done
@@ -373,25 +398,20 @@ print_forktime_table() {
     done
 }
 
-# Table: kernel x server -> fork time, worst PING, save time.
+# The experiment's table (scripts/e2e-table.py), a plot, and in CI the
+# check that redis-afork is not worse than stock on the patched kernel.
 print_redis_tables() {
-    local label f
-    [ "${KERNEL_TEST_E2E:-1}" = 1 ] || return 0
-    f=$results/e2e-patched/console.log
-    if [ -f "$f" ]; then
+    local f py=python3 check=()
+    [ "${KERNEL_TEST_E2E:-1}" = 1 ] || [ "$action" = e2e ] || return 0
+    f=$results/e2e-patched/console.txt
+    if [ -f "$f" ] && [ "$action" != e2e ]; then
         printf '\nredis-consistency (patched kernel, vm.async_fork=2, redis-afork, %s MiB): %s of %s rounds equal\n' "$redis_mib" \
             "$(grep -c 'AFORK-CONSISTENCY .*equal=1' "$f")" "$(grep -c 'AFORK-CONSISTENCY ' "$f")"
     fi
-    printf '\nredis-latency: BGSAVE under a SET load, PING probe on its own connection (%s MiB)\n' "$redis_lat_mib"
-    printf '%-8s %-12s %12s %14s %12s %10s %8s\n' kernel server fork_ms max_ping_ms p99_ping_ms "pings>10ms" save_s
-    for label in e2e-stock e2e-patched; do
-        f=$results/$label/console.log
-        [ -f "$f" ] || continue
-        sed -n 's/^.*AFORK-REDISLAT //p' "$f" | awk -v k="${label#e2e-}" '
-            { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-              printf "%-8s %-12s %12.2f %14.2f %12.2f %10s %8s\n", k, v["server"], v["fork_usec"] / 1000,
-                     v["max_ms"], v["p99_ms"], v["over10ms"], v["save_s"] }'
-    done
+    [ -x "$top/build/bench-venv/bin/python3" ] && py=$top/build/bench-venv/bin/python3
+    [ "$action" = e2e ] || [ "${KERNEL_TEST_E2E_CHECK:-1}" = 0 ] || check=(--check)
+    "$py" "$here/e2e-table.py" "$results" $e2e_labels --plot "$results/e2e.png" "${check[@]}" ||
+        failed_runs+=("redis-latency-vs-stock")
 }
 
 # fork() median of stock over patched-all per size: the speed-up.
@@ -436,13 +456,29 @@ report() {
     echo "kernel-test: all runs passed ($(fmt_duration "$(since "$t_start")") in all); results in $results"
 }
 
-action=${1:-test}
-case $action in build | test) ;; *) die "usage: kernel-test.sh [build|test]" ;; esac
+case $action in build | test | e2e) ;; *) die "usage: kernel-test.sh [build|test|e2e]" ;; esac
+e2e_labels=e2e-patched
 t_start=$(date +%s.%N)
 failed_runs=()
 kernel_version='?'
 start_results
 phase source prepare_source
+if [ "$action" = e2e ]; then
+    say "build: stock and patched kernels"
+    phase "build stock" build_one stock stock
+    phase "build patched" build_one patched patched "$contrib/config/async-fork.config"
+    phase "build forktest" build_forktest
+    phase initramfs build_initramfs
+    redis_experiment
+    say "summary"
+    print_base
+    print_runs
+    print_redis_tables
+    print_phases
+    [ "${#failed_runs[@]}" -eq 0 ] || { echo "kernel-test: FAILED: ${failed_runs[*]}"; exit 1; }
+    echo "kernel-test: the experiment ran ($(fmt_duration "$(since "$t_start")")); results in $results"
+    exit 0
+fi
 phase checkpatch checkpatch_series
 build_kernels
 phase "build forktest" build_forktest

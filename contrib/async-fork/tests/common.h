@@ -111,6 +111,7 @@ extern const struct test_case snapshot_tests[];
 extern const struct test_case vma_tests[];
 extern const struct test_case kind_tests[];
 extern const struct test_case lifecycle_tests[];
+extern const struct test_case session_tests[];
 extern const struct test_case forktime_tests[];
 
 /* fork-time table, also run on the host: sizes in MiB, reps forks each. */

@@ -23,7 +23,7 @@
 #define PR_GET_ASYNC_FORK 0x41464b02
 
 static const struct test_case *const tables[] = {
-    snapshot_tests, vma_tests, kind_tests, lifecycle_tests, forktime_tests,
+    snapshot_tests, vma_tests, kind_tests, lifecycle_tests, session_tests, forktime_tests,
 };
 
 static const struct test_case *find_test(const char *name)
@@ -82,7 +82,7 @@ static int run_one(const struct test_case *tc)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: forktest list | describe | run NAME... | exec-check SEED | probe PORT\n");
+    fprintf(stderr, "usage: forktest list | describe | run NAME... | exec-check SEED | probe PORT save|idle|hog DUR_MS HOG_CPU\n");
     return 2;
 }
 
