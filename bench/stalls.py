@@ -438,14 +438,21 @@ def dominant(expl):
 
 def stall_classes(args, runs, main, holders, offset):
     """Every PING round trip over --class-ms, by the largest part of what
-    the main thread did meanwhile: per class and run kind (save/control)
-    the count, the median and the longest."""
+    the main thread did meanwhile: per class and run kind (control; save
+    runs while the child lived, and after it) the count, the median and the
+    longest."""
     out = collections.defaultdict(list)
     for r in runs:
-        kind = "save" if r["save"] else "control"
+        child_end = None
+        marks = os.path.join(args.out, "probe_%s.bgsave" % r["tag"])
+        if r["save"] and os.path.exists(marks):
+            with open(marks) as f:
+                child_end = [float(x) for x in f.read().split()][-1] + r.get("save_s", 0)
         for t, rtt in read_probe(os.path.join(args.out, "probe_%s.csv.gz" % r["tag"])):
             if rtt < args.class_ms:
                 continue
+            kind = ("control" if not r["save"] else "save, child alive"
+                    if child_end is None or t < child_end else "save, after the child")
             t0 = t - offset
             out[(kind, dominant(explain(main, holders, t0, t0 + rtt / 1000.0)))].append(rtt)
     return [{"kind": k[0], "class": k[1], "count": len(v), "median_ms": statistics.median(v),
