@@ -28,6 +28,21 @@ proc thp_process_enabled {pid} {
     return $on
 }
 
+# A BGSAVE that runs until save_stop (with rdb-key-save-delay set).
+proc save_start {} {
+    r bgsave
+    wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 1} else {
+        fail "the save did not start"
+    }
+}
+
+proc save_stop {pid} {
+    stop_bg_child $pid
+    wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 0} else {
+        fail "the save did not end"
+    }
+}
+
 proc thp_unavailable {} {
     if {![file readable /sys/kernel/mm/transparent_hugepage/enabled]} {
         return "this kernel has no transparent huge pages"
@@ -76,17 +91,11 @@ start_server {tags {"afork external:skip"}} {
         set before [thp_process_enabled [srv 0 pid]]
         r set k v
         r config set rdb-key-save-delay 100000
-        r bgsave
-        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 1} else {
-            fail "the save did not start"
-        }
+        save_start
         assert_equal [thp_process_enabled [srv 0 pid]] $before
         assert_equal [thp_info current_fork_thp_paused] 0
         r config set rdb-key-save-delay 0
-        stop_bg_child [srv 0 pid]
-        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 0} else {
-            fail "the save did not end"
-        }
+        save_stop [srv 0 pid]
         assert_equal [thp_info fork_thp_quiet_saves] 0
     }
 
@@ -178,17 +187,11 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         r config set rdb-key-save-delay 100000
         set saves [thp_info fork_thp_quiet_saves]
         assert_equal [thp_process_enabled $pid] 1
-        r bgsave
-        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 1} else {
-            fail "the save did not start"
-        }
+        save_start
         # khugepaged and page faults skip the process (PR_SET_THP_DISABLE).
         assert_equal [thp_process_enabled $pid] 0
         assert_equal [thp_info current_fork_thp_paused] 1
-        stop_bg_child $pid
-        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 0} else {
-            fail "the save did not end"
-        }
+        save_stop $pid
         # The collapse thread turns them on again (off the main thread).
         wait_for_condition 50 100 {
             [thp_process_enabled $pid] == 1 && [thp_info current_fork_thp_paused] == 0
@@ -200,16 +203,10 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
 
     test {fork-thp-quiet-save no: huge pages stay allowed during a save} {
         r config set fork-thp-quiet-save no
-        r bgsave
-        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 1} else {
-            fail "the save did not start"
-        }
+        save_start
         assert_equal [thp_process_enabled $pid] 1
         assert_equal [thp_info current_fork_thp_paused] 0
-        stop_bg_child $pid
-        wait_for_condition 50 100 {[s rdb_bgsave_in_progress] == 0} else {
-            fail "the save did not end"
-        }
+        save_stop $pid
         r config set fork-thp-quiet-save yes
         r config set rdb-key-save-delay 0
     }
