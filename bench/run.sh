@@ -13,6 +13,10 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 tree=${TREE:-$top/build/redis-$REDIS_VERSION}
 stock=${STOCK:-$top/build/stock/redis-$REDIS_VERSION}
 venv=${BENCH_VENV:-$top/build/bench-venv}
+# Servers run in their own folders: the build trees must be absolute paths
+# (make passes them relative to the checkout).
+tree=$(cd "$top" && realpath -m "$tree")
+stock=$(cd "$top" && realpath -m "$stock")
 req=$top/bench/requirements.txt
 
 # (Re)create the venv when requirements.txt changed since it was made.
