@@ -69,7 +69,8 @@ VARIANTS = {
 # scenario -> default variants
 SCENARIOS = {
     "fork": "stock redis-afork",
-    "steady": "stock afork-thp afork-thp-collapse",
+    # afork-thp (no re-collapse) is the ablation: --variants adds it.
+    "steady": "stock afork-thp-collapse",
 }
 # Memory a server may need during a save under writes, as a multiple of its
 # dataset: every page copied once (2x); huge pages add fragmentation; a peer
@@ -776,7 +777,8 @@ def parse_args():
     p.add_argument("--variants", default=None, help="default: per scenario")
     p.add_argument("--peer", action="append", default=[], metavar="NAME=BINARY[:ARGS]",
                    help="one more variant: any RESP server (repeatable)")
-    p.add_argument("--rounds", type=int, default=5, help="steady scenario rounds")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="steady scenario rounds (the summary skips round 1)")
     p.add_argument("--afork-bin", required=True, help="folder with redis-afork's programs")
     p.add_argument("--stock-bin", required=True, help="folder with stock's redis-server")
     p.add_argument("--out", required=True, help="results folder (created)")
