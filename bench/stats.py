@@ -23,6 +23,9 @@ import statistics
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
 ALPHA = 0.05
+# A difference smaller than this (ratio within 1 +/- it) is no gain and no
+# loss whatever the test says: the dataset's 1011 against 1011 MB.
+MIN_EFFECT = 0.02
 EXACT_LIMIT = 20000      # rank test: enumerate every split up to this many
 MONTE_CARLO = 20000      # else this many random splits
 
@@ -106,6 +109,8 @@ def verdict(median_v, median_b, ci, p, direction):
     if p >= ALPHA or median_v == median_b:
         return NOISE
     if ci is not None and ci[0] <= 1.0 <= ci[1]:
+        return NOISE
+    if median_b and abs(median_v / median_b - 1.0) < MIN_EFFECT:
         return NOISE
     lower = median_v < median_b
     return BETTER if lower == (direction == "lower") else WORSE
