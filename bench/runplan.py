@@ -21,8 +21,9 @@ import random
 
 Run = collections.namedtuple("Run", "seq rep size variant position")
 
-# Seconds per GB of dataset, from bench/results/fork-1-4 (256-byte values,
-# THP madvise, 2 cores): an idle BGSAVE took 4.2 s at 1 GB, 17.8 s at 4 GB.
+# Seconds per GB of dataset, from bench/results/fork-1-4-8 (256-byte values,
+# THP madvise, 2 cores, idle machine): an idle BGSAVE took 4.4 s at 1 GB,
+# 17.7 s at 4 GB and 35.6 s at 8 GB (medians of 5 repetitions).
 SAVE_S_PER_GB = 4.4
 # Filling the keyspace with the Lua script (about 2.6 million keys per GB).
 POPULATE_S_PER_GB = 5.0
