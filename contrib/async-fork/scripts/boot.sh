@@ -19,6 +19,8 @@
 #   --timeout SECS      wall-clock limit for the whole boot (default 1800)
 #   --mem MIB           guest RAM (default 6144, the most allowed here)
 #   --smp N             guest CPUs (default 2)
+#   --kunit SUITES      comma list of KUnit suites built into the kernel: each
+#                       must report "ok" on the console (they run at boot)
 # Environment: AFORK_ACCEL=kvm|tcg forces the accelerator; KERNEL_NICE (10).
 #
 # Writes into DIR: console.log (the serial console), results.tsv
@@ -40,7 +42,7 @@ splat_re='^.*\[ *[0-9]+\.[0-9]+\] .*(BUG:|WARNING:|Oops|Kernel panic|general pro
 parse_args() {
     kernel='' initrd='' out='' label='' mode=default sysctls='' prctl=0 append='' tests=all
     expect='' scale=1 inject='' stress=20 forktime=512,1024,2048,4096 timeout=1800
-    mem=6144 smp=2
+    mem=6144 smp=2 kunit=''
     while [ $# -gt 0 ]; do
         case $1 in
         --kernel) kernel=$2; shift ;;
@@ -60,6 +62,7 @@ parse_args() {
         --timeout) timeout=$2; shift ;;
         --mem) mem=$2; shift ;;
         --smp) smp=$2; shift ;;
+        --kunit) kunit=$2; shift ;;
         *) die "unknown option $1 (see the header of $0)" ;;
         esac
         shift
@@ -158,9 +161,25 @@ check_console() {
     if grep -q 'AFORK-DMESG splat' "$con"; then
         problem "the guest's dmesg holds a kernel splat"
     fi
+    check_kunit
     sed -n 's/^.*AFORK-ERROR /guest error: /p' "$con" |
         while read -r line; do problem "$line"; done
     return 0
+}
+
+# KUnit prints each suite's verdict as a top-level KTAP line, "ok N SUITE"
+# or "not ok N SUITE" (a suite whose tests were all skipped ends in "# SKIP"
+# and does not count as passed).
+check_kunit() {
+    local suite
+    for suite in ${kunit//,/ }; do
+        if grep -Eq "\] not ok [0-9]+ $suite\$" "$con"; then
+            problem "KUnit suite $suite failed:" \
+                "$(grep -E '\] +not ok |EXPECTATION FAILED|Expected ' "$con" | sed 's/^.*\] *//' | head -n 8)"
+        elif ! grep -Eq "\] ok [0-9]+ $suite\$" "$con"; then
+            problem "KUnit suite $suite: no verdict on the console (is it built in?)"
+        fi
+    done
 }
 
 # results.tsv: one line per expected step, FAIL when missing or not clean.

@@ -273,6 +273,8 @@ run_suite() {
     [ -n "$sysctls" ] && args+=(--sysctl "$sysctls")
     [ "$flag" = prctl ] && args+=(--prctl)
     [ -n "$inject" ] && args+=(--inject "$inject")
+    # The debug build carries the KUnit tests of the patch (config/debug.config).
+    [ "$kernel" = debug ] && args+=(--kunit async_fork)
     say "suite: $label"
     "$here/boot.sh" "${args[@]}" || failed_runs+=("$label")
 }
