@@ -167,6 +167,27 @@ else
     err "bench outputs" "$check"
 fi
 
+# The verdict's rules on fixed figures: five runs that do not overlap are a
+# difference only when the medians differ by 2% or more.
+if check=$(python3 - "$top/bench" <<'PY' 2>&1
+import sys
+sys.path.insert(0, sys.argv[1])
+import stats
+same = stats.compare([1011.2] * 4 + [1011.3], [1011.0] * 4 + [1010.9], "lower", "t")
+worse = stats.compare([110, 111, 112, 113, 114], [100, 101, 102, 103, 104], "lower", "t")
+better = stats.compare([1100, 1110, 1120, 1130, 1140], [1000, 1010, 1020, 1030, 1040],
+                       "higher", "t")
+got = (same["verdict"], worse["verdict"], better["verdict"])
+want = (stats.NOISE, stats.WORSE, stats.BETTER)
+print("ok" if got == want else "got %s, want %s (p %s)" % (got, want, same["p"]))
+sys.exit(0 if got == want else 1)
+PY
+); then
+    ok "bench verdicts: a 0.02% difference is noise, 10% apart without overlap is worse / better"
+else
+    err "bench verdicts" "$check"
+fi
+
 # tables.py: refuses a -dirty folder and unequal key counts unless allowed,
 # regenerates and checks a marked block from committed results only.
 tables=$top/bench/tables.py
