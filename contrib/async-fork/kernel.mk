@@ -30,7 +30,8 @@ export KERNEL_OUT REDIS_BIN_DIR KERNEL_NO_REDIS AFORK_CACHE AFORK_APT_URI JOBS \
        KERNEL_TEST_REDIS_ROUNDS KERNEL_TEST_REDIS_LAT_MIB STOCK_REDIS_SERVER \
        KERNEL_TEST_REDIS_LAT_ROUNDS KERNEL_TEST_E2E_SMP KERNEL_TEST_E2E_CHECK
 
-.PHONY: kernel-src kernel-build kernel-test kernel-e2e kernel-boot kernel-patches kernel-clean \
+.PHONY: kernel-src kernel-build kernel-test kernel-e2e kernel-boot kernel-trace kernel-patches \
+        kernel-clean \
         check-deps-kernel
 
 # The harness's Debian packages, checked before anything starts (the
@@ -57,16 +58,25 @@ kernel-test: check-deps-kernel $(KERNEL_REDIS_DEP)
 kernel-e2e: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@$(AFORK_KDIR)/scripts/kernel-test.sh e2e
 
+# The patched kernel with ftrace (config/trace.config), for experiments
+# only: tracing changes timings. After kernel-build (the initramfs).
+kernel-trace: check-deps-kernel
+	@$(AFORK_KDIR)/scripts/build-kernel.sh patched trace $(AFORK_KDIR)/config/async-fork.config \
+	    $(AFORK_KDIR)/config/trace.config
+
 # One boot by hand after kernel-build, e.g.
 #   make kernel-boot KERNEL=patched TESTS=fork-loop,thp SYSCTL=vm.async_fork=2
+# KERNEL=debug or trace boots that build of the patched tree; TRACE=f1,f2
+# (trace build) prints a function_graph trace of those functions.
 KERNEL ?= stock
 TESTS ?= all
 SYSCTL ?=
+TRACE ?=
 BOOT_OUT ?= $(KERNEL_OUT)/boot-$(KERNEL)
 kernel-boot:
-	@$(AFORK_KDIR)/scripts/boot.sh --kernel $(KERNEL_OUT)/$(if $(filter debug,$(KERNEL)),patched/obj-debug,$(KERNEL)/obj)/arch/x86/boot/bzImage \
+	@$(AFORK_KDIR)/scripts/boot.sh --kernel $(KERNEL_OUT)/$(if $(filter debug trace,$(KERNEL)),patched/obj-$(KERNEL),$(KERNEL)/obj)/arch/x86/boot/bzImage \
 	    --initrd $(KERNEL_OUT)/initramfs.cpio --out $(BOOT_OUT) --label $(KERNEL) \
-	    --tests $(TESTS) $(if $(SYSCTL),--sysctl $(SYSCTL)) \
+	    --tests $(TESTS) $(if $(SYSCTL),--sysctl $(SYSCTL)) $(if $(TRACE),--append afork.trace=$(TRACE)) \
 	    $(if $(KERNEL_TEST_SCALE),--scale $(KERNEL_TEST_SCALE)) \
 	    $(if $(KERNEL_TEST_INJECT),--inject $(KERNEL_TEST_INJECT))
 
