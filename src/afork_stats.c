@@ -7,8 +7,9 @@
  *    page-table copy time on an Async-fork kernel), and whether the fork was
  *    observed to be asynchronous: the child became ready long after fork()
  *    had returned to the parent;
- *  - the parent's main thread across fork() (getrusage RUSAGE_THREAD just
- *    before and just after): its CPU time, voluntary and involuntary
+ *  - the parent's main thread across fork() (getrusage RUSAGE_THREAD and
+ *    CLOCK_THREAD_CPUTIME_ID just before and just after): its CPU time,
+ *    voluntary and involuntary
  *    context switches and minor faults (the first touches of jemalloc's
  *    atfork handlers), so that working is told apart from waiting; and the
  *    time of our own after-fork hook, which upstream's latest_fork_usec
@@ -101,21 +102,29 @@ long long aforkStatsExpectedReadyUsec(size_t used_now) {
     return (long long)((double)st.ready_usec * (double)used_now / (double)st.ready_used_bytes);
 }
 
-static long long cpuUsec(const struct rusage *ru) {
-    return (long long)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000000 +
-           ru->ru_utime.tv_usec + ru->ru_stime.tv_usec;
+/* This thread's CPU time in ns, -1 if unknown. Not getrusage()'s utime and
+ * stime: those are sampled at the tick, and a fork of a few ms often shows
+ * none. */
+static long long threadCpuNsec(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return -1;
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
+
+static long long fork_cpu_ns_before = -1;
 
 /* Just before fork(): the main thread's usage so far. */
 void aforkStatsBeforeFork(void) {
     if (getrusage(RUSAGE_THREAD, &fork_ru_before) != 0) fork_ru_before.ru_minflt = -1;
+    fork_cpu_ns_before = threadCpuNsec();
 }
 
 /* First thing after fork() in the parent: what fork() cost this thread. */
 void aforkStatsForkUsage(void) {
     struct rusage ru;
     if (fork_ru_before.ru_minflt == -1 || getrusage(RUSAGE_THREAD, &ru) != 0) return;
-    st.fork_cpu_usec = cpuUsec(&ru) - cpuUsec(&fork_ru_before);
+    long long cpu_ns = threadCpuNsec();
+    st.fork_cpu_usec = cpu_ns < 0 || fork_cpu_ns_before < 0 ? -1 : (cpu_ns - fork_cpu_ns_before) / 1000;
     st.fork_minflt = ru.ru_minflt - fork_ru_before.ru_minflt;
     st.fork_nvcsw = ru.ru_nvcsw - fork_ru_before.ru_nvcsw;
     st.fork_nivcsw = ru.ru_nivcsw - fork_ru_before.ru_nivcsw;
