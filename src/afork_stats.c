@@ -7,11 +7,10 @@
  *    page-table copy time on an Async-fork kernel), and whether the fork was
  *    observed to be asynchronous: the child became ready long after fork()
  *    had returned to the parent;
- *  - the parent's main thread across fork() (getrusage RUSAGE_THREAD and
- *    CLOCK_THREAD_CPUTIME_ID just before and just after): its CPU time,
- *    voluntary and involuntary
- *    context switches and minor faults (the first touches of jemalloc's
- *    atfork handlers), so that working is told apart from waiting; and the
+ *  - the parent's main thread across fork() (CLOCK_THREAD_CPUTIME_ID and
+ *    getrusage RUSAGE_THREAD just before and just after): its CPU time,
+ *    voluntary and involuntary context switches and minor faults (the first
+ *    touches of jemalloc's atfork handlers), so that working is told apart from waiting; and the
  *    time of our own after-fork hook, which upstream's latest_fork_usec
  *    includes;
  *  - the copy-on-write stall of the parent while an RDB, AOF or module

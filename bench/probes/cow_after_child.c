@@ -24,6 +24,7 @@
 
 static long vmstat(const char *key) {
     FILE *f = fopen("/proc/vmstat", "r"); char k[128]; long v, r = -1;
+    if (!f) { perror("/proc/vmstat"); exit(1); }
     while (fscanf(f, "%127s %ld", k, &v) == 2) if (!strcmp(k, key)) r = v;
     fclose(f); return r;
 }
@@ -31,6 +32,7 @@ static long minflt(void) { struct rusage u; getrusage(RUSAGE_SELF, &u); return u
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
 static long smaps_kb(const char *key) {
     FILE *f = fopen("/proc/self/smaps_rollup", "r"); char line[256]; long v = -1; size_t n = strlen(key);
+    if (!f) return -1;
     while (fgets(line, sizeof line, f)) if (!strncmp(line, key, n)) v = atol(line + n);
     fclose(f); return v;
 }
@@ -39,16 +41,20 @@ int main(int argc, char **argv) {
     int thp = argc > 1 && !strcmp(argv[1], "thp");
     size_t size = (size_t)(argc > 2 ? atol(argv[2]) : 1024) << 20, huge = 2 << 20, page = 4096;
     char *raw = mmap(NULL, size + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) { perror("mmap"); return 1; }
     char *p = (char *)(((unsigned long)raw + huge - 1) & ~(huge - 1));
     madvise(p, size, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
     for (size_t i = 0; i < size; i += page) p[i] = 1;
     printf("%s: AnonHugePages %ld kB of %zu MiB\n", thp ? "thp" : "4k", smaps_kb("AnonHugePages:"), size >> 20);
-    int pfd[2]; pipe(pfd);
+    int pfd[2];
+    if (pipe(pfd) != 0) { perror("pipe"); return 1; }
     pid_t c = fork();
-    if (c == 0) { char b; read(pfd[0], &b, 1); _exit(0); }
+    if (c < 0) { perror("fork"); return 1; }
+    if (c == 0) { char b; _exit(read(pfd[0], &b, 1) == 1 ? 0 : 1); }
     /* While the child lives: one write per 2 MiB (splits each huge PMD). */
     for (size_t i = 0; i < size; i += huge) p[i] = 2;
-    write(pfd[1], "x", 1); waitpid(c, NULL, 0);
+    if (write(pfd[1], "x", 1) != 1) { perror("write"); return 1; }
+    waitpid(c, NULL, 0);
     printf("  child gone; AnonHugePages %ld kB\n", smaps_kb("AnonHugePages:"));
     long a0 = vmstat("pgalloc_normal"), f0 = minflt(); double t0 = now();
     for (size_t i = 0; i < size; i += page) p[i] = 3;   /* after the child */
