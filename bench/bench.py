@@ -65,6 +65,10 @@ VARIANTS = {
     # fork-thp: the keyspace in huge pages, without / with the re-collapse.
     "afork-thp": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "0"]),
     "afork-thp-collapse": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "256"]),
+    # The same with the keyspace left in one VMA (fork-thp-vma-size 0): the
+    # ablation of the cut (bench/README.md, "The heap in several VMAs").
+    "afork-thp-onevma": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "256",
+                                   "--fork-thp-vma-size", "0"]),
 }
 # scenario -> default variants
 SCENARIOS = {
@@ -76,7 +80,7 @@ SCENARIOS = {
 # dataset: every page copied once (2x); huge pages add fragmentation; a peer
 # is unknown, so it gets a margin.
 MEMORY_FACTOR = {"stock": 2.0, "redis-afork": 2.0, "afork-thp": 2.1,
-                 "afork-thp-collapse": 2.1}
+                 "afork-thp-collapse": 2.1, "afork-thp-onevma": 2.1}
 PEER_MEMORY_FACTOR = 2.25
 MEMORY_EXTRA = 512 * MIB
 
@@ -471,6 +475,8 @@ def load_run(srv, args, keys, requests, tag, with_save, seconds):
         res["cow_mb"] = c
     res["outlasted_load"] = int(t_done > t_end)
     res.update(gap_summary(samples, t_save, t_done))
+    # After the child, to the end of the load: the re-collapse's time.
+    res["after_child_max_gap_ms"] = gap_summary(samples, t_done)["max_gap_ms"]
     write_save_marks(args.out, tag, samples, t_save,
                      fork_started_at(srv, t_save, res.get("fork_ms")))
     return res
@@ -545,7 +551,8 @@ def wait_collapse(srv, passes_before, limit_s=300):
 def steady_round(srv, args, keys, requests, seconds, tag, rnd, fig):
     passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
     r = load_run(srv, args, keys, requests, "%s_round%d" % (tag, rnd), True, seconds)
-    for k in ("fork_ms", "max_ms", "p999_ms", "p99_ms", "rps", "cow_mb", "save_s"):
+    for k in ("fork_ms", "max_ms", "p999_ms", "p99_ms", "rps", "cow_mb", "save_s",
+              "max_gap_ms", "after_child_max_gap_ms"):
         if k in r:
             fig["round%d_%s" % (rnd, k)] = r[k]
     waited = wait_collapse(srv, passes)
@@ -562,13 +569,19 @@ def steady_scenario(srv, args, keys, tag, fig, say):
     whole keyspace, BGSAVE under it}; the summary skips round 1 (the first
     fork after populating is cheap for huge pages either way)."""
     say("first BGSAVE (idle)")
+    passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
     idle = idle_saves(srv, 1)
     if "idle_fork_ms_median" in idle:
         fig["first_fork_ms"] = idle["idle_fork_ms_median"]
+    # The control starts once the pass after that save is over, as each
+    # round does: a control during the pass would be no control.
+    waited = wait_collapse(srv, passes)
+    if "fork_thp_collapse_passes" in srv.info("fork"):
+        fig["first_collapse_wait_s"] = waited
     requests, seconds = load_requests(srv, args, keys, idle["idle_save_s"])
     say("steady: load without save (%d requests, ~%ss)" % (requests, fmt_secs(seconds)))
     ctl = load_run(srv, args, keys, requests, tag + "_nosave", False, seconds)
-    for k in ("rps", "p99_ms", "p999_ms", "max_ms"):
+    for k in ("rps", "p99_ms", "p999_ms", "max_ms", "max_gap_ms"):
         fig["nosave_" + k] = ctl[k]
     rounds = []
     for rnd in range(1, args.rounds + 1):

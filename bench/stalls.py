@@ -313,7 +313,9 @@ def run(args):
         say("%s: populating %g GB" % (args.variant, args.size))
         keys = bench.populate(srv, args.size, args.value_size)
         say("%d keys; first (idle) BGSAVE" % keys)
+        passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
         idle = bench.idle_saves(srv, 1)
+        bench.wait_collapse(srv, passes)   # the control after that pass, as bench.py
         requests, seconds = bench.load_requests(srv, args, keys, idle["idle_save_s"])
         offset = clock_offset()
         with open(os.path.join(args.out, "server.pid"), "w") as f:
@@ -479,15 +481,18 @@ def report(args, runs, worst, classes, keys):
                                           ",".join(str(r["vmstat"][k]) for k in keys_)))
     lines = ["# Stall attribution: %s, %g GB (%d keys), %d rounds" %
              (args.variant, args.size, keys, args.rounds), "",
-             "| run | fork ms | client max ms | PING max ms | COW MB | thp_split_pmd | "
+             "| run | fork ms | client max ms | PING max ms (child alive; control: all) | "
+             "PING max ms (after the child) | COW MB | thp_split_pmd | "
              "thp_fault_alloc | thp_fault_fallback | compact_stall | khugepaged collapses | "
              "thp_collapse_alloc |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         v = r["vmstat"]
-        lines.append("| %s | %s | %.1f | %.1f | %s | %d | %d | %d | %d | %d | %d |" % (
+        after = r.get("after_child_max_gap_ms")
+        lines.append("| %s | %s | %.1f | %.1f | %s | %s | %d | %d | %d | %d | %d | %d |" % (
             r["tag"], "%.2f" % r["fork_ms"] if "fork_ms" in r else "-", r["max_ms"],
-            r.get("max_gap_ms", 0), "%.0f" % r["cow_mb"] if "cow_mb" in r else "-",
+            r.get("max_gap_ms", 0), "%.1f" % after if after is not None else "-",
+            "%.0f" % r["cow_mb"] if "cow_mb" in r else "-",
             v.get("thp_split_pmd", 0), v.get("thp_fault_alloc", 0),
             v.get("thp_fault_fallback", 0), v.get("compact_stall", 0),
             v.get("khugepaged_pages_collapsed", 0), v.get("thp_collapse_alloc", 0)))

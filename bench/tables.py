@@ -18,7 +18,8 @@ folder must be committed (tracked by git and unmodified), so README never
 shows figures that are not in the repository. A folder taken on uncommitted
 changes, or whose servers of a size got different key counts, is refused
 unless the marker allows it; it is then marked as not fit to publish.
-Only the standard library is needed (stats.py, report.py).
+Steady-scenario folders also get fork-thp's targets (targets.py). Only the
+standard library is needed (stats.py, report.py, targets.py).
 """
 import argparse
 import os
@@ -30,6 +31,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import report  # noqa: E402
+import targets  # noqa: E402
 
 BLOCK = re.compile(r"<!-- bench-tables: (?P<args>.*?) -->\n(?P<body>.*?)<!-- /bench-tables -->",
                    re.S)
@@ -88,6 +90,10 @@ def folder_tables(path, top, allow):
         body = report.table(res, summary, size, labels)
         body[0] = body[0].replace("| metric |", "| %s GB |" % report.fmt_size(size), 1)
         lines += body + [""]
+    if res.machine.get("scenario") == "steady":
+        lines += ["fork-thp's targets (`bench/targets.py`: medians over the repetitions, "
+                  "ratio to stock with its 95% interval):", ""]
+        lines += targets.tables(res)
     return "\n".join(lines)
 
 

@@ -11,7 +11,8 @@
  *                    held purges and background jobs
  *   afork_stats.c    what each fork cost: fork time, child ready time,
  *                    copy-on-write stall; LATENCY events
- *   afork_kernel.c   Async-fork kernel detection
+ *   afork_kernel.c   Async-fork kernel detection, and its counters of
+ *                    the tables each fork left to the child
  *   afork_system.c   page tables and THP state, the smaps reader thread,
  *                    LATENCY DOCTOR and --check-system advice
  *   afork_thp.c      fork-thp: the keyspace in huge pages, and the thread
@@ -24,11 +25,12 @@
  *
  *   config loaded    thp (re-exec for huge pages)
  *   startup          stats, window, kernel, system, thp
- *   before fork      thp, system (their threads start nothing new), window
+ *   before fork      thp, system (their threads start nothing new), window,
+ *                    kernel (its counters), stats
  *   in child         window
  *   after fork       window, stats
- *   child ready      stats (through the window's ready pipe)
- *   child gone       stats, thp
+ *   child ready      stats, kernel (through the window's ready pipe)
+ *   child gone       stats, kernel, thp
  *   cron             window (may skip the tick), stats, kernel, system
  *   event-loop       stats, system, thp
  *   INFO fork        kernel, stats, window, system, thp
@@ -118,6 +120,8 @@ void aforkBeforeFork(int purpose) {
     aforkSystemAllowReads(0);
     aforkWindowBeforeFork(quietWindowWanted(), aforkStatsExpectedReadyUsec(zmalloc_used_memory()));
     fork_now.purpose = purpose;
+    /* The window has just closed any earlier one: files may be read. */
+    aforkKernelCountersBeforeFork(probeRoot());
     aforkStatsBeforeFork();
     fork_now.start = getMonotonicUs();
 }
@@ -144,11 +148,13 @@ void aforkAfterFork(pid_t childpid) {
 /* The window's ready pipe: the child runs (called after the window closed). */
 static void childReady(monotime ready) {
     aforkStatsChildReady(ready, fork_now.start, fork_now.ret);
+    aforkKernelCountersAfterChild(probeRoot());
 }
 
 /* resetChildState: the RDB, AOF or module child is gone. */
 void aforkChildGone(void) {
     aforkStatsChildGone(aforkWindowOpen());
+    if (!aforkWindowOpen()) aforkKernelCountersAfterChild(probeRoot());
     aforkThpChildGone();
 }
 
@@ -263,8 +269,8 @@ pid_t aforkSpawnScript(char **argv) {
     return aforkSpawnProcess(argv);
 }
 
-/* CONFIG SET fork-thp-collapse-rate. */
-int aforkApplyCollapseRate(const char **err) {
+/* CONFIG SET fork-thp-collapse-rate, fork-thp-vma-size. */
+int aforkApplyThpTuning(const char **err) {
     UNUSED(err);
     aforkThpConfigChanged();
     return 1;

@@ -57,6 +57,6 @@ pid_t aforkSpawnScript(char **argv);
 extern char *afork_probe_root;
 int aforkApplyProbeRoot(const char **err);
 int aforkApplyAsyncOptIn(const char **err);
-int aforkApplyCollapseRate(const char **err);
+int aforkApplyThpTuning(const char **err);
 
 #endif /* AFORK_H */

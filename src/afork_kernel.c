@@ -24,6 +24,14 @@
  * changes, never inside a quiet window, and reads the cached result for
  * INFO, LATENCY DOCTOR and the quiet window's "auto" mode.
  *
+ * On contrib/async-fork's kernel, /proc/vmstat counts the page tables each
+ * fork left to its child and who copied them (the child, or the parent
+ * first, by cause). afork.c has them read just before each fork and again
+ * when the child is ready (its copy is over by then) or gone, and INFO
+ * shows the difference: what the latest fork deferred and what the parent
+ * copied itself. They are counted over the whole system, so another
+ * process forking at the same time adds its own.
+ *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"
@@ -53,6 +61,28 @@ int afork_async_optin = 1;          /* config fork-async-optin */
 #define OPTIN_FAILED 4
 static int optin_result = OPTIN_NOT_TRIED;
 static int optin_errno = 0;
+
+/* The /proc/vmstat counters read (names without "async_fork_"), in the
+ * order INFO shows them. */
+static const char *counter_names[] = {
+    "deferred", "child_copied", "copied_fault", "copied_gup", "copied_vma",
+    "copied_madvise", "copied_zap", "copied_exit", "copied_fork",
+    "parent_ns", "sessions_failed"};
+#define AFORK_COUNTERS (int)(sizeof(counter_names) / sizeof(counter_names[0]))
+#define AFORK_COUNTER_DEFERRED 0
+#define AFORK_COUNTER_CHILD 1
+#define AFORK_COUNTER_PARENT_FIRST 2     /* copied_fault ... copied_fork */
+#define AFORK_COUNTER_PARENT_NS 9        /* one past the last copied_* */
+#define AFORK_COUNTER_FAILED 10
+
+static struct {
+    int have;                          /* this kernel has them */
+    int pending;                       /* before[] read, the fork not yet over */
+    long long before[AFORK_COUNTERS];
+    long long latest[AFORK_COUNTERS];  /* the latest fork's deltas; -1 none */
+} counters = {0, 0, {0}, {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}};
+
+static int readCounters(const char *root, long long *v);
 
 /* Our cgroup for the memory controller, from /proc/self/cgroup: the v1
  * line naming "memory", else the v2 line "0::/path". */
@@ -223,7 +253,9 @@ static const char *optinName(void) {
 
 /* Refresh the cached state from the interfaces found under root. */
 void aforkKernelProbe(const char *root) {
+    long long now[AFORK_COUNTERS];
     probe(root, &kernel);
+    counters.have = kernel.kind == AFORK_KERNEL_AFORK && readCounters(root, now) == 0;
 }
 
 /* Forks of this process are asynchronous. */
@@ -235,15 +267,83 @@ const char *aforkKernelName(void) {
     return kindName(kernel.kind);
 }
 
+/* ------------------------------------------------------ the counters */
+
+/* The async_fork_* counters from root's /proc/vmstat into v. 0, or -1 when
+ * the file or any counter is missing. */
+static int readCounters(const char *root, long long *v) {
+    char path[PATH_MAX], buf[16384], name[64];
+    snprintf(path, sizeof(path), "%s/proc/vmstat", root);
+    if (aforkReadFile(path, buf, sizeof(buf)) <= 0) return -1;
+    for (int i = 0; i < AFORK_COUNTERS; i++) {
+        snprintf(name, sizeof(name), "\nasync_fork_%s ", counter_names[i]);
+        char *p = strstr(buf, name);
+        if (!p) return -1;
+        char *end;
+        v[i] = strtoll(p + strlen(name), &end, 10);
+        if (end == p + strlen(name)) return -1;
+    }
+    return 0;
+}
+
+/* Close the pending fork's deltas with the counters read now. */
+static void finishCounters(const long long *now) {
+    for (int i = 0; i < AFORK_COUNTERS; i++)
+        counters.latest[i] = now[i] - counters.before[i];
+    counters.pending = 0;
+}
+
+/* Just before fork(), with no quiet window open, on a kernel that has the
+ * counters (the probe found them): read them, which also closes a fork
+ * still pending (its child never reported). One read of /proc/vmstat, tens
+ * of microseconds, before upstream's fork timer starts; none elsewhere. */
+void aforkKernelCountersBeforeFork(const char *root) {
+    long long now[AFORK_COUNTERS];
+    if (!counters.have || readCounters(root, now) != 0) {
+        counters.pending = 0;
+        return;
+    }
+    if (counters.pending) finishCounters(now);
+    memcpy(counters.before, now, sizeof(now));
+    counters.pending = 1;
+}
+
+/* The child is ready or gone, outside any quiet window: the deltas. */
+void aforkKernelCountersAfterChild(const char *root) {
+    long long now[AFORK_COUNTERS];
+    if (counters.pending && readCounters(root, now) == 0) finishCounters(now);
+}
+
+/* INFO fork: the latest fork's counters, when the kernel has them. */
+static sds countersInfo(sds info) {
+    if (!counters.have) return info;
+    const long long *l = counters.latest;
+    long long parent = 0;
+    for (int i = AFORK_COUNTER_PARENT_FIRST; i < AFORK_COUNTER_PARENT_NS; i++) parent += l[i];
+    if (l[AFORK_COUNTER_DEFERRED] == -1) parent = -1;
+    info = sdscatprintf(info, "latest_fork_async_tables_deferred:%lld\r\n"
+                              "latest_fork_async_tables_child:%lld\r\n"
+                              "latest_fork_async_tables_parent:%lld\r\n",
+                        l[AFORK_COUNTER_DEFERRED], l[AFORK_COUNTER_CHILD], parent);
+    for (int i = AFORK_COUNTER_PARENT_FIRST; i < AFORK_COUNTER_PARENT_NS; i++)
+        info = sdscatprintf(info, "latest_fork_async_tables_parent_%s:%lld\r\n",
+                            counter_names[i] + strlen("copied_"), l[i]);
+    long long ns = l[AFORK_COUNTER_PARENT_NS];
+    return sdscatprintf(info, "latest_fork_async_parent_copy_usec:%lld\r\n"
+                              "latest_fork_async_sessions_failed:%lld\r\n",
+                        ns == -1 ? -1 : ns / 1000, l[AFORK_COUNTER_FAILED]);
+}
+
 /* INFO fork: the kernel fields. */
 sds aforkKernelInfo(sds info) {
-    return sdscatprintf(info,
+    info = sdscatprintf(info,
         "fork_async_kernel:%s\r\n"
         "fork_async_kernel_mode:%d\r\n"
         "fork_async_enabled:%d\r\n"
         "fork_async_optin:%s\r\n"
         "fork_async_optin_errno:%d\r\n",
         kindName(kernel.kind), kernel.mode, kernel.enabled, optinName(), optin_errno);
+    return countersInfo(info);
 }
 
 /* LATENCY DOCTOR, "fork" event: one sentence on the Async-fork state, and

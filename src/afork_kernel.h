@@ -18,6 +18,8 @@ int aforkKernelOptIn(int on);
 void aforkKernelProbe(const char *root);
 int aforkKernelAsyncEnabled(void);
 const char *aforkKernelName(void);
+void aforkKernelCountersBeforeFork(const char *root);
+void aforkKernelCountersAfterChild(const char *root);
 sds aforkKernelInfo(sds info);
 sds aforkKernelAdvice(sds report, int *advices);
 int aforkKernelCheck(sds *msg);

@@ -10,9 +10,9 @@
  *  - the parent's main thread across fork() (CLOCK_THREAD_CPUTIME_ID and
  *    getrusage RUSAGE_THREAD just before and just after): its CPU time,
  *    voluntary and involuntary context switches and minor faults (the first
- *    touches of jemalloc's atfork handlers), so that working is told apart from waiting; and the
- *    time of our own after-fork hook, which upstream's latest_fork_usec
- *    includes;
+ *    touches of jemalloc's atfork handlers), so that working is told apart
+ *    from waiting; and the time of our own after-fork hook, which
+ *    upstream's latest_fork_usec includes;
  *  - the copy-on-write stall of the parent while an RDB, AOF or module
  *    child lives: the minor page faults the parent took and its longest
  *    event-loop iteration, for the running child and the last finished one.

@@ -35,6 +35,19 @@
  * resident are left alone: collapsing them would fill the holes jemalloc
  * purged and grow RSS.
  *
+ * fork-thp-vma-size N (bytes, 0 = off): before each pass the thread cuts
+ * every anonymous mapping larger than N into VMAs of N bytes, aligned to N
+ * in the address space, and marks every other one MADV_RANDOM so that the
+ * kernel cannot merge them back. MADV_COLLAPSE write-locks the whole VMA
+ * (and the mmap lock) while it copies 2 MiB, and a page fault in a
+ * write-locked VMA falls back from the per-VMA lock to the mmap lock and
+ * waits: with the keyspace in one VMA every collapse blocks every write of
+ * the main thread that faults (after a fork, the first write to each page
+ * does), with pieces only those in its own N bytes. MADV_RANDOM changes no
+ * fault on anonymous memory; reclaim ignores the accessed bit of such
+ * pages (vma_has_recency()), which matters only with swap. Set to 0 after
+ * a cut, the next pass advises MADV_NORMAL again and the pieces merge.
+ *
  * fork-thp-quiet-save yes: no huge page is made in this process while a
  * child lives (PR_SET_THP_DISABLE from just before fork() until the child
  * is gone). The parent's writes split the huge pages it shares with the
@@ -91,6 +104,7 @@ struct afork_page_region {
 int afork_fork_thp = 0;
 int afork_thp_collapse_rate_mb = 256;
 int afork_thp_quiet_save = 1;
+long long afork_thp_vma_size = AFORK_THP_VMA_SIZE_DEFAULT;
 
 static struct {
     int heap;                 /* the heap is in huge pages (fork-thp in effect) */
@@ -109,7 +123,8 @@ static struct {
 static redisAtomic int collapse_allowed = 0;   /* no child, no window */
 static redisAtomic int collapse_rate_mb = 256; /* the thread's copy of the config */
 static redisAtomic long long slow_loop_ms = 0; /* when the loop was last slow */
-static redisAtomic long long st_passes, st_ranges, st_failures, st_pauses, st_usec;
+static redisAtomic long long vma_size = AFORK_THP_VMA_SIZE_DEFAULT; /* the thread's copy */
+static redisAtomic long long st_passes, st_ranges, st_failures, st_pauses, st_usec, st_cuts;
 static long long st_quiet_saves;               /* main thread only */
 
 static void resumeHugePagesLocked(void);
@@ -290,8 +305,8 @@ static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
     rateLimit(p->start_us, p->bytes);
 }
 
-/* One anonymous private writable mapping of /proc/self/maps? */
-static int anonMapping(const char *line, uint64_t *lo, uint64_t *hi) {
+/* One anonymous private writable mapping of /proc/self/maps? Its bounds. */
+static int anonMapping(const char *line, uint64_t *start, uint64_t *end) {
     unsigned long long a, b, off, inode;
     char perms[8], dev[16];
     int name = 0;
@@ -301,9 +316,41 @@ static int anonMapping(const char *line, uint64_t *lo, uint64_t *hi) {
     const char *n = line + name;
     while (*n == ' ' || *n == '\t') n++;   /* not past the newline */
     if (*n && *n != '\n' && strncmp(n, "[heap]", 6)) return 0;   /* [stack], [vvar]... */
-    *lo = (a + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
-    *hi = b & ~(HUGE_SIZE - 1);
-    return *hi > *lo;
+    *start = a;
+    *end = b;
+    return 1;
+}
+
+/* fork-thp-vma-size: cut [start, end) at the multiples of size, the even
+ * pieces MADV_NORMAL and the odd ones MADV_RANDOM, so that neighbours
+ * differ and stay apart. A mapping inside one piece keeps its advice unless
+ * all is set (the size changed: old pieces may have the wrong parity, and
+ * would merge with a neighbour flipped to theirs). The map changes, so only
+ * when collapsing is allowed. */
+static void cutMapping(uint64_t start, uint64_t end, uint64_t size, int all, passState *p) {
+    if (!all && (end - start < size || start / size == (end - 1) / size)) return;
+    for (uint64_t k = start / size; k * size < end && !p->stopped; k++) {
+        uint64_t a = k * size > start ? k * size : start;
+        uint64_t b = (k + 1) * size < end ? (k + 1) * size : end;
+        if (!waitAllowed()) {
+            p->stopped = 1;
+            return;
+        }
+        if (madvise((void *)(uintptr_t)a, b - a, (k & 1) ? MADV_RANDOM : MADV_NORMAL) == 0)
+            atomicIncr(st_cuts, 1);
+        else
+            atomicIncr(st_failures, 1);
+    }
+}
+
+/* fork-thp-vma-size 0 after a cut: MADV_NORMAL again, the pieces merge. */
+static void uncutMapping(uint64_t start, uint64_t end, passState *p) {
+    if (!waitAllowed()) {
+        p->stopped = 1;
+        return;
+    }
+    if (madvise((void *)(uintptr_t)start, end - start, MADV_NORMAL) != 0)
+        atomicIncr(st_failures, 1);
 }
 
 /* The mappings, read whole before the walk (collapsing changes the file),
@@ -334,17 +381,27 @@ static void collapsePass(int maps_fd, int pm) {
     passState p = {.start_us = ustime()};
     if (!waitAllowed()) return;
     setCollapseState("running");
+    static long long cut_size = 0;   /* the size of the last pass's pieces */
+    long long size;
+    atomicGet(vma_size, size);
+    int resize = size != cut_size;
     char *line = readMaps(maps_fd), *next;
     for (; line && *line && !p.stopped && !p.no_collapse; line = next) {
-        uint64_t lo, hi;
+        uint64_t start, end;
         next = strchr(line, '\n');
         if (next) next++;
-        if (!anonMapping(line, &lo, &hi)) continue;
+        if (!anonMapping(line, &start, &end)) continue;
+        if (size > 0)
+            cutMapping(start, end, (uint64_t)size, resize, &p);
+        else if (resize)
+            uncutMapping(start, end, &p);
+        uint64_t lo = (start + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1), hi = end & ~(HUGE_SIZE - 1);
         for (uint64_t a = lo; a < hi && !p.stopped && !p.no_collapse; a += HUGE_SIZE) {
             int resident, huge;
             if (scanRange(pm, a, &resident, &huge) == 0) collapseRange(a, resident, huge, &p);
         }
     }
+    if (!p.stopped && !p.no_collapse) cut_size = size;
     atomicIncr(st_passes, 1);
     atomicSet(st_huge_before, p.huge_before);
     atomicSet(st_huge_after, p.huge_before + p.collapsed * (long long)HUGE_SIZE);
@@ -395,10 +452,20 @@ static int pagemapScanWorks(int pm) {
     return scanRange(pm, (uint64_t)(uintptr_t)probe & ~(HUGE_SIZE - 1), &resident, &huge) == 0;
 }
 
-/* CONFIG SET fork-thp-collapse-rate: hand the new rate to the thread, which
- * reads it atomically (config.c writes the int the main thread reads). */
+/* CONFIG SET fork-thp-collapse-rate, fork-thp-vma-size: hand the new values
+ * to the thread, which reads them atomically (config.c writes the variables
+ * the main thread reads). */
 void aforkThpConfigChanged(void) {
     atomicSet(collapse_rate_mb, afork_thp_collapse_rate_mb);
+    atomicSet(vma_size, afork_thp_vma_size);
+}
+
+/* fork-thp-vma-size: 0, or whole huge pages and at least two of them. */
+int aforkThpVmaSizeValid(long long size, const char **err) {
+    if (size == 0 || (size % (long long)HUGE_SIZE == 0 && size >= 2 * (long long)HUGE_SIZE))
+        return 1;
+    *err = "must be 0 (off) or a multiple of 2mb, at least 4mb";
+    return 0;
 }
 
 /* Startup: start the collapse thread when it has work to do. */
@@ -513,12 +580,13 @@ void aforkThpReset(void) {
     atomicSet(st_failures, 0);
     atomicSet(st_pauses, 0);
     atomicSet(st_usec, 0);
+    atomicSet(st_cuts, 0);
     st_quiet_saves = 0;
 }
 
 /* INFO fork: the fork-thp fields. */
 sds aforkThpInfo(sds info) {
-    long long passes, ranges, failures, pauses, usec, before, after;
+    long long passes, ranges, failures, pauses, usec, before, after, cuts;
     char state[64];
     atomicGet(st_passes, passes);
     atomicGet(st_ranges, ranges);
@@ -527,6 +595,7 @@ sds aforkThpInfo(sds info) {
     atomicGet(st_usec, usec);
     atomicGet(st_huge_before, before);
     atomicGet(st_huge_after, after);
+    atomicGet(st_cuts, cuts);
     pthread_mutex_lock(&thp.lock);
     memcpy(state, thp.collapse_state, sizeof(state));
     int paused = thp.paused;
@@ -544,9 +613,11 @@ sds aforkThpInfo(sds info) {
         "fork_thp_collapse_failures:%lld\r\n"
         "fork_thp_collapse_pauses:%lld\r\n"
         "fork_thp_collapse_usec:%lld\r\n"
+        "fork_thp_vma_size:%lld\r\n"
+        "fork_thp_vma_cuts:%lld\r\n"
         "latest_fork_thp_collapse_huge_before_bytes:%lld\r\n"
         "latest_fork_thp_collapse_huge_after_bytes:%lld\r\n",
         afork_fork_thp, thp.why, afork_thp_collapse_rate_mb, afork_thp_quiet_save,
         st_quiet_saves, paused, afork_thp_collapse_rate_mb <= 0 && thp.thread_started ? "off" : state,
-        passes, ranges, failures, pauses, usec, before, after);
+        passes, ranges, failures, pauses, usec, afork_thp_vma_size, cuts, before, after);
 }

@@ -9,8 +9,9 @@
 #                                + our system tests (tests/system/*.sh)
 #   tests/run.sh --upstream-all  upstream's whole Tcl suite
 #
-# Ends with one line "N passed, N failed, N skipped" and exits non-zero on
-# any failure. Skipped: tests the harness did not run ("[skip]:" and
+# Ends with the failed tests again (CI shows only the end of a long log),
+# then one line "N passed, N failed, N skipped"; exits non-zero on any
+# failure. Skipped: tests the harness did not run ("[skip]:" and
 # "[ignore]:" lines: tags, or a machine that cannot run them).
 # Environment: TREE (the built tree), TEST_CLIENTS (parallel Tcl clients),
 # TCL_ARGS (extra runtest arguments, e.g. "--verbose").
@@ -46,6 +47,7 @@ integration/replication
 passed=0
 failed=0
 skipped=0
+failures=()
 
 # Add a log's "[ok]:", "[err]:"/"[exception]:" and "[skip]:"/"[ignore]:"
 # lines (colour stripped) to the totals; log_errors is the failures of this
@@ -57,6 +59,9 @@ count_log() {
     passed=$((passed + $(grep -c '^\[ok\]:' <<<"$plain")))
     failed=$((failed + log_errors))
     skipped=$((skipped + $(grep -cE '^\[(skip|ignore)\]:' <<<"$plain")))
+    [ "$log_errors" -eq 0 ] ||
+        mapfile -t -O "${#failures[@]}" failures < <(grep -E '^\[(err|exception)\]:' <<<"$plain" |
+            sed "s|\$| ($(basename "$1"))|")
 }
 
 # run_tcl LOGNAME RUNTEST-ARGS...
@@ -72,6 +77,7 @@ run_tcl() {
     if [ "$rc" -ne 0 ] && [ "$log_errors" -eq 0 ]; then
         echo "[err]: runtest exited with status $rc without a failed test (see $log)"
         failed=$((failed + 1))
+        failures+=("[err]: runtest exited with status $rc without a failed test ($(basename "$log"))")
     fi
 }
 
@@ -109,5 +115,9 @@ else
     run_system
 fi
 echo "== done in $(( $(date +%s) - start )) s"
+if [ "${#failures[@]}" -gt 0 ]; then
+    echo "== failed:"
+    printf '  %s\n' "${failures[@]}"
+fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -104,4 +104,33 @@ start_server {tags {"afork external:skip"} overrides {fork-quiet-window yes}} {
         waitForBgsave r
         assert_equal 1000000 [fork_info fork_quiet_window_timeout_usec]
     }
+
+    test {Quiet-window timeout: grows to 4x the copy time the last child needed, scaled by memory} {
+        # 1 ms configured, and a dataset whose child needs more than a
+        # quarter of that to be ready (a fork of ~60 MB takes over 1 ms).
+        r config set fork-quiet-window-timeout 1
+        r debug populate 500000 big 100
+        r bgsave
+        waitForBgsave r
+        wait_for_condition 100 20 {[fork_info latest_fork_child_ready_usec] > 0} else {
+            fail "the child did not report"
+        }
+        set ready [fork_info latest_fork_child_ready_usec]
+        assert_morethan $ready 300
+        set used_then [s used_memory]
+        r bgsave
+        waitForBgsave r
+        set used_now [s used_memory]
+        set expected [expr {4.0 * $ready * $used_now / $used_then}]
+        set timeout [fork_info fork_quiet_window_timeout_usec]
+        assert_range $timeout [expr {int($expected * 0.99)}] [expr {int($expected * 1.01) + 1}]
+        # Back to the configured value once the copy is quick again.
+        r flushall
+        r config set fork-quiet-window-timeout 1000
+        r bgsave
+        waitForBgsave r
+        r bgsave
+        waitForBgsave r
+        assert_equal 1000000 [fork_info fork_quiet_window_timeout_usec]
+    }
 }

@@ -212,6 +212,56 @@ start_server [list tags {"afork external:skip"} overrides [list loadmodule $fork
         assert_equal 0 [fork_info fork_quiet_window_enabled]
     }
 
+    # A fake /proc/vmstat with contrib/async-fork's counters, each at base
+    # plus its own small offset.
+    proc fake_vmstat {base} {
+        set text "nr_free_pages 1000\npgfault 5\n"
+        set i 0
+        foreach c {sessions deferred child_copied copied_fault copied_gup copied_vma
+                   copied_madvise copied_zap copied_exit copied_fork parent_ns sessions_failed} {
+            append text "async_fork_$c [expr {$base * [incr i]}]\n"
+        }
+        return $text
+    }
+
+    test {Async-fork counters: the latest fork's deltas from /proc/vmstat} {
+        # Without the counters in vmstat (an older patch) INFO has no field.
+        probe_fake $fake {proc/sys/vm/async_fork "2\n" proc/vmstat "nr_free_pages 1\n"}
+        assert_equal {} [fork_info latest_fork_async_tables_deferred]
+        # With them, the fields (-1 until a fork read them).
+        probe_fake $fake [list proc/sys/vm/async_fork "2\n" proc/vmstat [fake_vmstat 1000]]
+        assert {[regexp {^-?[0-9]+$} [fork_info latest_fork_async_tables_deferred]]}
+        # The counters move while the child is held back: read before the
+        # fork and when the child is ready, the deltas are base 7 x offset.
+        r config set fork-debug-ready-delay 500
+        r bgsave
+        # (replaced whole, by a rename, so no probe finds it missing)
+        set fd [open $fake/proc/vmstat.new w]
+        puts -nonewline $fd [fake_vmstat 1007]
+        close $fd
+        file rename -force $fake/proc/vmstat.new $fake/proc/vmstat
+        waitForBgsave r
+        wait_for_condition 100 20 {[fork_info latest_fork_async_tables_deferred] == 14} else {
+            fail "the counters were not read after the child: [fork_info latest_fork_async_tables_deferred]"
+        }
+        r config set fork-debug-ready-delay 0
+        assert_equal 14 [fork_info latest_fork_async_tables_deferred]
+        assert_equal 21 [fork_info latest_fork_async_tables_child]
+        assert_equal 28 [fork_info latest_fork_async_tables_parent_fault]
+        assert_equal 70 [fork_info latest_fork_async_tables_parent_fork]
+        assert_equal [expr {7 * (4 + 5 + 6 + 7 + 8 + 9 + 10)}] [fork_info latest_fork_async_tables_parent]
+        assert_equal 0 [fork_info latest_fork_async_parent_copy_usec] ;# 77 ns
+        assert_equal 84 [fork_info latest_fork_async_sessions_failed]
+        # A fork over which nothing moved reads 0.
+        r bgsave
+        waitForBgsave r
+        wait_for_condition 100 20 {[fork_info latest_fork_async_tables_deferred] == 0} else {
+            fail "the second fork's counters were not read"
+        }
+        probe_fake $fake {}
+        assert_equal {} [fork_info latest_fork_async_tables_deferred]
+    }
+
     test {Detection: OpenAnolis memory.async_fork, cgroup v2} {
         set files {
             proc/self/cgroup "0::/system.slice/redis.service\n"

@@ -28,6 +28,36 @@ proc thp_process_enabled {pid} {
     return $on
 }
 
+# Anonymous private writable mappings of at least min bytes that cross a
+# multiple of size (so are not cut at size), from /proc/<pid>/maps.
+proc thp_uncut_mappings {pid size min} {
+    set fd [open /proc/$pid/maps]
+    set lines [split [read $fd] "\n"]
+    close $fd
+    set uncut {}
+    foreach line $lines {
+        if {![regexp {^([0-9a-f]+)-([0-9a-f]+) rw-p \S+ \S+ 0\s*(\S*)$} $line -> a b name]} continue
+        if {$name ne "" && $name ne {[heap]}} continue
+        set a [expr {"0x$a"}]
+        set b [expr {"0x$b"}]
+        if {$b - $a >= $min && $a / $size != ($b - 1) / $size} { lappend uncut $line }
+    }
+    return $uncut
+}
+
+# A whole BGSAVE, then the collapse pass after it.
+proc save_and_wait_pass {} {
+    set passes [thp_info fork_thp_collapse_passes]
+    r bgsave
+    waitForBgsave r
+    wait_for_condition 300 100 {
+        [thp_info fork_thp_collapse_passes] > $passes &&
+        [thp_info fork_thp_collapse_status] eq "ready"
+    } else {
+        fail "no collapse pass after the save within 30 s"
+    }
+}
+
 # A BGSAVE that runs until save_stop (with rdb-key-save-delay set).
 proc save_start {} {
     r bgsave
@@ -75,6 +105,23 @@ start_server {tags {"afork external:skip"}} {
         r config set fork-thp-collapse-rate 0
         assert_equal [thp_info fork_thp_collapse_rate_mb_per_sec] 0
         r config set fork-thp-collapse-rate 256
+    }
+
+    test {fork-thp-vma-size is 64mb by default, validated and modifiable} {
+        assert_equal [lindex [r config get fork-thp-vma-size] 1] [expr {64 << 20}]
+        foreach bad {3mb 2mb 1} {
+            assert_error {*fork-thp-vma-size*must be 0 (off) or a multiple of 2mb, at least 4mb*} \
+                [list r config set fork-thp-vma-size $bad]
+        }
+        foreach bad {big -1} {
+            assert_error {*fork-thp-vma-size*argument must be a memory value*} \
+                [list r config set fork-thp-vma-size $bad]
+        }
+        r config set fork-thp-vma-size 0
+        assert_equal [thp_info fork_thp_vma_size] 0
+        r config set fork-thp-vma-size 1gb
+        assert_equal [thp_info fork_thp_vma_size] [expr {1 << 30}]
+        r config set fork-thp-vma-size 64mb
     }
 
     test {fork-thp-quiet-save is on by default, validated and modifiable} {
@@ -163,6 +210,30 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
                         [thp_info latest_fork_thp_collapse_huge_before_bytes]
         assert_morethan [thp_info fork_thp_collapse_usec] 0
         assert_equal [thp_info fork_thp_collapse_failures] 0
+    }
+
+    test {The collapse pass cut the keyspace into VMAs of fork-thp-vma-size} {
+        set size [expr {64 << 20}]
+        # ~300 MB of data: at least one mapping of 128 MB was there to cut.
+        assert_morethan [thp_info fork_thp_vma_cuts] 1
+        assert_equal [thp_uncut_mappings $pid $size $size] {}
+        # Smaller pieces at the next pass; 0 cuts nothing more and undoes.
+        r config set rdb-key-save-delay 0
+        r config set fork-thp-vma-size 16mb
+        set cuts [thp_info fork_thp_vma_cuts]
+        save_and_wait_pass
+        assert_morethan [thp_info fork_thp_vma_cuts] $cuts
+        assert_equal [thp_uncut_mappings $pid [expr {16 << 20}] [expr {16 << 20}]] {}
+        r config set fork-thp-vma-size 0
+        set cuts [thp_info fork_thp_vma_cuts]
+        r debug populate 200000 more 400
+        save_and_wait_pass
+        assert_equal [thp_info fork_thp_vma_cuts] $cuts
+        # ... and the pieces merged again.
+        assert_morethan [llength [thp_uncut_mappings $pid $size $size]] 0
+        r config set fork-thp-vma-size 64mb
+        r eval {for i = 0, 199999 do redis.call('del', 'more:' .. i) end} 0
+        r config set rdb-key-save-delay 200
     }
 
     test {fork-thp-collapse-rate 0: split pages stay split after the child exits} {

@@ -188,6 +188,32 @@ else
     err "bench verdicts" "$check"
 fi
 
+# sched_waits.py on fixed switches: a 50 ms preemption by kdamond.0 on CPU 0
+# while CPU 1 runs the server, then a 20 ms sleep.
+if check=$(python3 - "$top/bench" <<'PY' 2>&1
+import sys
+sys.path.insert(0, sys.argv[1])
+import sched_waits
+ev = [(0.0, 1, "swapper/1", 0, "R", "redis-server", 10),
+      (1.0, 0, "redis-benchmark", 20, "R", "kdamond.0", 30),
+      (1.05, 0, "kdamond.0", 30, "S", "redis-benchmark", 20),
+      (1.10, 0, "redis-benchmark", 20, "S", "swapper/0", 0),
+      (1.12, 0, "swapper/0", 0, "R", "redis-benchmark", 20)]
+got = sched_waits.waits(iter(ev), {"redis-benchmark"}, None, None)["redis-benchmark"]
+pre = [w for w in got if w[2] == "R"]
+slept = [w for w in got if w[2] == "S"]
+fine = (len(pre) == 1 and abs(pre[0][0] - 0.05) < 1e-9 and abs(pre[0][3]["kdamond.0"] - 0.05) < 1e-9
+        and abs(pre[0][3]["redis-server"] - 0.05) < 1e-9 and pre[0][4] == 20
+        and len(slept) == 1 and abs(slept[0][0] - 0.02) < 1e-9)
+print("ok" if fine else "got %s" % got)
+sys.exit(0 if fine else 1)
+PY
+); then
+    ok "sched_waits.py: a preemption's length and who held the CPUs meanwhile, and a sleep"
+else
+    err "sched_waits.py" "$check"
+fi
+
 # tables.py: refuses a -dirty folder and unequal key counts unless allowed,
 # regenerates and checks a marked block from committed results only.
 tables=$top/bench/tables.py

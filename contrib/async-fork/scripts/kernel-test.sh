@@ -355,7 +355,7 @@ print_runs() {
     done
     for label in $e2e_labels; do
         f=$results/$label/run.env
-        [ -f "$f" ] && echo "Redis end to end $label: $(fmt_duration "$(env_value "$f" RUN_WALL_SECONDS)") wall"
+        [ ! -f "$f" ] || echo "Redis end to end $label: $(fmt_duration "$(env_value "$f" RUN_WALL_SECONDS)") wall"
     done
 }
 
@@ -442,6 +442,17 @@ print_phases() {
     printf '  %-22s %8.1f\n' "total" "$(since "$t_start")"
 }
 
+# The reasons of each failed run, last, where a CI log's tail shows them.
+print_problems() {
+    local label f
+    for label in "${failed_runs[@]}"; do
+        f=$results/$label/problems.txt
+        [ -s "$f" ] || continue
+        echo "$label:"
+        head -n 8 "$f" | sed 's/^/  /'
+    done
+}
+
 report() {
     say "summary"
     print_base
@@ -456,6 +467,7 @@ report() {
     [ ! -s "$results/drift.txt" ] ||
         echo "kernel-test: DRIFT: the series was applied with fuzz to this source (see above, $results/drift.txt); refresh it: make kernel-patches"
     if [ "${#failed_runs[@]}" -gt 0 ]; then
+        print_problems
         echo "kernel-test: FAILED: ${failed_runs[*]} (details above and in $results)"
         return 1
     fi

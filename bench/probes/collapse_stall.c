@@ -1,0 +1,150 @@
+/* collapse_stall.c -- do MADV_COLLAPSEs in one thread stall another thread's
+ * page faults after a fork, and does cutting the mapping into several VMAs
+ * take that away?
+ *
+ * MADV_COLLAPSE takes the mmap lock for writing and write-locks the VMA
+ * while it copies the range (mm/khugepaged.c, collapse_huge_page()), and a
+ * fault in a write-locked VMA falls back from the per-VMA lock to the mmap
+ * lock, so it waits. fork-thp's collapse thread does this after each save
+ * while the main thread still takes its first write fault on every page the
+ * fork write-protected (bench/README.md, the stall findings).
+ *
+ * Fills SIZE MiB in huge pages, optionally cut into VMAs of SPLIT MiB (every
+ * other piece gets MADV_RANDOM, which for anonymous memory changes no page
+ * fault, only the VMA's flags, so the pieces cannot merge back), forks a child that lives
+ * LIFE seconds while the main thread writes random 4 KiB pages (splitting
+ * the huge pages it shares with the child), and after the child has exited
+ * keeps writing for RUN seconds while (with "collapse") a thread collapses
+ * each split range at RATE MB/s. Every write is timed; it prints the writes
+ * over 1, 5 and 10 ms, the longest, and the collapses' count and longest.
+ *
+ *   cc -O2 -pthread -o collapse_stall collapse_stall.c
+ *   ./collapse_stall SIZE SPLIT LIFE RUN RATE collapse|none [HOGS]
+ *   ./collapse_stall 4096 0 5 10 256 collapse 2
+ *   ./collapse_stall 4096 64 5 10 256 collapse 2
+ *
+ * HOGS busy threads compete for the CPUs, as the benchmark clients do. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#define HUGE (2UL << 20)
+
+static char *mem;
+static size_t size;
+static long rate_mb;
+static volatile int stop_collapse, stop_hogs;
+static long collapses, collapse_failures;
+static double collapse_max_ms;
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void die(const char *what) {
+    perror(what);
+    exit(1);
+}
+
+/* Collapse every 2 MiB range once, at rate_mb MB/s. */
+static void *collapser(void *arg) {
+    (void)arg;
+    double start = now_ms();
+    size_t done = 0;
+    for (size_t off = 0; off < size && !stop_collapse; off += HUGE) {
+        double t0 = now_ms();
+        if (madvise(mem + off, HUGE, MADV_COLLAPSE) == 0) collapses++;
+        else collapse_failures++;
+        double took = now_ms() - t0;
+        if (took > collapse_max_ms) collapse_max_ms = took;
+        done += HUGE;
+        double due = start + done / 1048576.0 * 1000.0 / rate_mb;
+        double ahead = due - now_ms();
+        if (ahead > 0) usleep((useconds_t)(ahead * 1000));
+    }
+    return NULL;
+}
+
+static void *hog(void *arg) {
+    (void)arg;
+    volatile unsigned long x = 0;
+    while (!stop_hogs) x++;
+    return NULL;
+}
+
+/* Random 4 KiB writes for ms milliseconds; the slow ones counted. */
+static void writeFor(double ms, int report) {
+    long over1 = 0, over5 = 0, over10 = 0, writes = 0;
+    double worst = 0, end = now_ms() + ms;
+    uint64_t x = 88172645463325252ULL;
+    size_t pages = size / 4096;
+    while (now_ms() < end) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        double t0 = now_ms();
+        mem[(x % pages) * 4096 + (x >> 40) % 4096] = (char)x;
+        double took = now_ms() - t0;
+        writes++;
+        if (took > worst) worst = took;
+        over1 += took > 1; over5 += took > 5; over10 += took > 10;
+    }
+    if (report)
+        printf("writes %ld over_1ms %ld over_5ms %ld over_10ms %ld worst_ms %.2f\n",
+               writes, over1, over5, over10, worst);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 7) {
+        fprintf(stderr, "usage: %s SIZE_MB SPLIT_MB LIFE_S RUN_S RATE_MB collapse|none [HOGS]\n", argv[0]);
+        return 2;
+    }
+    size = (size_t)atol(argv[1]) << 20;
+    size_t split = (size_t)atol(argv[2]) << 20;
+    double life = atof(argv[3]) * 1000, run = atof(argv[4]) * 1000;
+    rate_mb = atol(argv[5]);
+    int collapse = !strcmp(argv[6], "collapse");
+    int hogs = argc > 7 ? atoi(argv[7]) : 0;
+
+    char *raw = mmap(NULL, size + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) die("mmap");
+    mem = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
+    if (madvise(mem, size, MADV_HUGEPAGE)) die("MADV_HUGEPAGE");
+    if (split)
+        for (size_t off = split; off < size; off += 2 * split)
+            if (madvise(mem + off, off + split <= size ? split : size - off, MADV_RANDOM)) die("MADV_RANDOM");
+    memset(mem, 1, size);
+
+    pthread_t hog_threads[16];
+    for (int i = 0; i < hogs && i < 16; i++) pthread_create(&hog_threads[i], NULL, hog, NULL);
+
+    pid_t child = fork();
+    if (child < 0) die("fork");
+    if (child == 0) {
+        usleep((useconds_t)(life * 1000));
+        _exit(0);
+    }
+    writeFor(life, 0);                     /* splits the shared huge pages */
+    if (waitpid(child, NULL, 0) != child) die("waitpid");
+
+    pthread_t t;
+    if (collapse) pthread_create(&t, NULL, collapser, NULL);
+    writeFor(run, 1);
+    stop_collapse = 1;
+    if (collapse) pthread_join(t, NULL);
+    stop_hogs = 1;
+    for (int i = 0; i < hogs && i < 16; i++) pthread_join(hog_threads[i], NULL);
+    printf("size_mb %s split_mb %s collapse %d hogs %d collapses %ld failures %ld collapse_max_ms %.2f\n",
+           argv[1], argv[2], collapse, hogs, collapses, collapse_failures, collapse_max_ms);
+    return 0;
+}
