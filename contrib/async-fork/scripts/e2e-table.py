@@ -16,7 +16,10 @@ size (matplotlib; skipped with a message when it is missing). On the
 patched kernels, the async_fork counters read around each save (the
 "counters over the save" lines) give a second table: the page tables the
 fork left to the child, how many the child copied, and each the parent
-copied itself, by cause, with the parent's copy time. --check:
+copied itself, by cause, with the parent's copy time. A third table gives
+redis-afork's own account of its forks (the "# info" lines: time in
+fork(), its after-fork hook's share, CPU time, faults and involuntary
+switches across fork(), child ready, quiet window). --check:
 exit 1 when, on a patched kernel, redis-afork (quiet window on) has a
 median fork time over 1.5x stock 8.0.6's + 1 ms, or a median worst PING
 within 1 s after the fork over 2x stock's + 5 ms (the CI comparison: 3
@@ -35,6 +38,14 @@ CELLS = ("stock", "afork-on", "afork-off", "control-idle", "control-hog")
 KERNELS = {"e2e-stock": "stock", "e2e-patched": "patched =2", "e2e-optin": "patched =1"}
 PARENT_CAUSES = ("fault", "gup", "vma", "madvise", "zap", "exit", "fork")
 COUNTERS_MARK = "async_fork counters over the save: "
+INFO_MARK = "# info "
+# redis-afork's INFO fork fields of its own account of a fork, as (field,
+# column, divisor to ms or 1 for counts): where latest_fork_usec goes.
+ACCOUNT = (("latest_fork_usec", "fork ms", 1000.0), ("latest_fork_hook_usec", "hook ms", 1000.0),
+           ("latest_fork_cpu_usec", "CPU ms", 1000.0), ("latest_fork_minor_faults", "faults", 1),
+           ("latest_fork_involuntary_switches", "invol", 1),
+           ("latest_fork_child_ready_usec", "ready ms", 1000.0),
+           ("latest_fork_quiet_window_usec", "window ms", 1000.0))
 
 
 def read_rounds(results, labels):
@@ -46,6 +57,9 @@ def read_rounds(results, labels):
         for line in open(path, errors="replace"):
             if COUNTERS_MARK in line:
                 attach_counters(rows, label, line)
+                continue
+            if INFO_MARK in line:
+                attach_info(rows, label, line)
                 continue
             if "AFORK-E2E " not in line:
                 continue
@@ -67,6 +81,39 @@ def attach_counters(rows, label, line):
         if row["kernel"] == label and row["cell"] == cell:
             row["counters"] = {k: int(v) for k, v in kv.items()}
             return
+
+
+def attach_info(rows, label, line):
+    """A "# info CELL: field:value ..." line (redis-afork's INFO fork after
+    that cell's save) belongs to the last round of that boot and cell."""
+    cell, _, rest = line.split(INFO_MARK, 1)[1].partition(":")
+    fields = dict(w.split(":", 1) for w in rest.split() if ":" in w)
+    for row in reversed(rows):
+        if row["kernel"] == label and row["cell"] == cell.strip():
+            row["info"] = fields
+            return
+
+
+def print_account(rows):
+    """Per kernel x size x redis-afork cell: the median / max over the
+    rounds of where its fork time went, by its own INFO: the time in
+    fork(), the after-fork hook's share of it, the main thread's CPU time,
+    minor faults and involuntary switches across fork(), the child's ready
+    time and the quiet window."""
+    groups = {}
+    for r in rows:
+        if "info" in r:
+            groups.setdefault((r["kernel"], r["mib"], r["cell"]), []).append(r["info"])
+    if not groups:
+        return
+    print("\nredis-afork's account of its forks (INFO fork after each save; median / max over the rounds)")
+    print(f"{'kernel':<11} {'MiB':>5} {'cell':<10} {'n':>3} " + " ".join(f"{c:>15}" for _, c, _ in ACCOUNT))
+    for (kernel, mib, cell), infos in sorted(groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1], str(kv[0][2]))):
+        cols = []
+        for field, _, div in ACCOUNT:
+            vals = [float(i[field]) / div for i in infos if field in i and float(i[field]) >= 0]
+            cols.append(f"{statistics.median(vals):6.2f} /{max(vals):7.2f}" if vals else f"{'-':>15}")
+        print(f"{KERNELS.get(kernel, kernel):<11} {mib:>5} {cell:<10} {len(infos):>3} " + " ".join(cols))
 
 
 def parent_copies(c):
@@ -232,6 +279,7 @@ def main(argv):
     summ = summary(rows)
     print_table(summ)
     print_ratios(summ)
+    print_account(rows)
     unexplained = print_counters(rows)
     if plot_path:
         plot(summ, plot_path)
