@@ -82,6 +82,9 @@ SCENARIOS = {
 MEMORY_FACTOR = {"stock": 2.0, "redis-afork": 2.0, "afork-thp": 2.1,
                  "afork-thp-collapse": 2.1, "afork-thp-onevma": 2.1}
 PEER_MEMORY_FACTOR = 2.25
+# Steady scenario: the load lasts until the re-collapse is over, taken at
+# the variants' fork-thp-collapse-rate (MB/s), plus --pass-margin-seconds.
+STEADY_COLLAPSE_MB_S = 256
 MEMORY_EXTRA = 512 * MIB
 
 POPULATE_LUA = """
@@ -499,12 +502,26 @@ def write_save_marks(outdir, tag, samples, t_save, t_fork):
 
 # ---------------------------------------------------------------- one server
 
-def load_requests(srv, args, keys, idle_save_s):
+def load_requests(srv, args, keys, idle_save_s, seconds=None):
     """Requests for a run long enough that a save under load (about twice
-    the idle one) ends before the load, when the BGSAVE comes a third in."""
-    seconds = max(args.load_seconds, 3.0 * idle_save_s)
+    the idle one) ends before the load, when the BGSAVE comes a third in
+    (or for `seconds`, when given)."""
+    if seconds is None:
+        seconds = max(args.load_seconds, 3.0 * idle_save_s)
     rate = calibrate(srv, args, keys)
     return max(20000, int(rate * seconds)), seconds
+
+
+def steady_load_seconds(args, used_gb, idle_save_s):
+    """The steady rounds' load also covers the re-collapse after the child
+    (the pass is where fork-thp's after-child stalls are, bench/README.md):
+    after the BGSAVE, a third in, the save under load (about twice the idle
+    one) and a pass over the whole heap at the collapse rate, with a
+    margin (--pass-margin-seconds). Every variant gets the same formula,
+    stock included, so their loads are about as long."""
+    after_save = (2.0 * idle_save_s + used_gb * 1024.0 / STEADY_COLLAPSE_MB_S
+                  + args.pass_margin_seconds)
+    return max(args.load_seconds, 3.0 * idle_save_s, 1.5 * after_save)
 
 
 def control_ratios(fig, max_key, p99_key):
@@ -578,7 +595,9 @@ def steady_scenario(srv, args, keys, tag, fig, say):
     waited = wait_collapse(srv, passes)
     if "fork_thp_collapse_passes" in srv.info("fork"):
         fig["first_collapse_wait_s"] = waited
-    requests, seconds = load_requests(srv, args, keys, idle["idle_save_s"])
+    seconds = steady_load_seconds(args, fig["used_memory_mb"] / 1024.0, idle["idle_save_s"])
+    requests, seconds = load_requests(srv, args, keys, idle["idle_save_s"], seconds)
+    fig["steady_load_s"] = seconds
     say("steady: load without save (%d requests, ~%ss)" % (requests, fmt_secs(seconds)))
     ctl = load_run(srv, args, keys, requests, tag + "_nosave", False, seconds)
     for k in ("rps", "p99_ms", "p999_ms", "max_ms", "max_gap_ms"):
@@ -587,9 +606,15 @@ def steady_scenario(srv, args, keys, tag, fig, say):
     for rnd in range(1, args.rounds + 1):
         say("steady: round %d/%d, load + BGSAVE" % (rnd, args.rounds))
         rounds.append(steady_round(srv, args, keys, requests, seconds, tag, rnd, fig))
+    # Rounds whose pass went on after the load: their after-child figures
+    # miss part of it.
+    fig["steady_pass_outlasted_load"] = sum(
+        1 for rnd in range(1, args.rounds + 1)
+        if fig.get("round%d_collapse_wait_s" % rnd, 0.0) > 1.0)
     later = rounds[1:] or rounds
     for k, name in (("fork_ms", "steady_fork_ms"), ("max_ms", "steady_max_ms"),
-                    ("p99_ms", "steady_p99_ms")):
+                    ("p99_ms", "steady_p99_ms"), ("max_gap_ms", "steady_max_gap_ms"),
+                    ("after_child_max_gap_ms", "steady_after_child_max_gap_ms")):
         vals = [r[k] for r in later if k in r]
         if vals:
             fig[name + "_median"] = statistics.median(vals)
@@ -792,6 +817,9 @@ def parse_args():
                    help="one more variant: any RESP server (repeatable)")
     p.add_argument("--rounds", type=int, default=3,
                    help="steady scenario rounds (the summary skips round 1)")
+    p.add_argument("--pass-margin-seconds", type=float, default=3.0,
+                   help="steady scenario: how long the load goes on past the expected end "
+                        "of the re-collapse")
     p.add_argument("--afork-bin", required=True, help="folder with redis-afork's programs")
     p.add_argument("--stock-bin", required=True, help="folder with stock's redis-server")
     p.add_argument("--out", required=True, help="results folder (created)")
@@ -823,6 +851,8 @@ def check_args(p, a):
         p.error("--repeat: give 1 or more repetitions")
     if a.idle_saves < 1 or a.rounds < 1:
         p.error("--idle-saves and --rounds: give 1 or more")
+    if a.pass_margin_seconds < 0:
+        p.error("--pass-margin-seconds: give 0 or more")
     a.variants = (a.variants or SCENARIOS[a.scenario]).split()
     for v in a.variants:
         if v not in VARIANTS:

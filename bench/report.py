@@ -57,6 +57,11 @@ LABELS = [
     ("steady_fork_ms_max", "steady state: fork, parent blocked (ms, max of rounds 2+)"),
     ("steady_max_ms_median", "steady state: client max during the save (ms, median of rounds 2+)"),
     ("steady_p99_ms_median", "steady state: client p99 during the save (ms, median of rounds 2+)"),
+    ("steady_max_gap_ms_median", "steady state: longest PING gap during the save (ms, median of rounds 2+)"),
+    ("steady_after_child_max_gap_ms_median",
+     "steady state: longest PING gap after the child, to the load's end (ms, median of rounds 2+)"),
+    ("steady_load_s", "steady state: load length of the control and each round (s)"),
+    ("steady_pass_outlasted_load", "steady state: rounds whose re-collapse outlasted the load"),
     ("peak_rss_mb", "peak RSS of the server (MB)"),
     ("rss_mb", "RSS at the end (MB)"),
     ("fragmentation_ratio", "fragmentation ratio (RSS / used)"),
@@ -66,7 +71,9 @@ ROUND_LABELS = [
     ("fork_ms", "fork, parent blocked (ms)"), ("max_ms", "with save: max (ms)"),
     ("p999_ms", "with save: p99.9 (ms)"), ("p99_ms", "with save: p99 (ms)"),
     ("rps", "with save: throughput (req/s)"), ("cow_mb", "COW (MB)"),
-    ("save_s", "save duration (s)"), ("collapse_wait_s", "re-collapse after the save (s)"),
+    ("max_gap_ms", "during save: longest PING gap (ms)"),
+    ("after_child_max_gap_ms", "after the child: longest PING gap (ms)"),
+    ("save_s", "save duration (s)"), ("collapse_wait_s", "re-collapse after the load (s)"),
     ("huge_after_mb", "huge after the re-collapse (MB)"),
 ]
 

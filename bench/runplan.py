@@ -30,6 +30,9 @@ POPULATE_S_PER_GB = 5.0
 # Steady scenario: the re-collapse after each save (fork-thp-collapse-rate
 # 256 MB/s at most, usually far less to do).
 COLLAPSE_S_PER_GB = 1.0
+# ... and a whole pass over the heap at that rate, which the steady load
+# covers (bench.steady_load_seconds).
+FULL_PASS_S_PER_GB = 1024.0 / 256
 # Server start and stop, INFO, the probe's start and tail, per run.
 SETUP_S = 4.0
 PROBE_S = 0.6
@@ -79,6 +82,9 @@ def model_seconds(run, args):
     load = max(args.load_seconds, 3.0 * save) + PROBE_S
     base = SETUP_S + POPULATE_S_PER_GB * run.size + args.calibrate_seconds
     if args.scenario == "steady":
+        # bench.steady_load_seconds: the load covers the save and the pass.
+        load = max(load, 1.5 * (2.0 * save + FULL_PASS_S_PER_GB * run.size + 3.0)
+                   + PROBE_S)
         return (base + save + (args.rounds + 1) * load
                 + args.rounds * COLLAPSE_S_PER_GB * run.size)
     return base + args.idle_saves * save + 2 * load

@@ -12,7 +12,14 @@ steady scenario of bench.py, on the same code. Meanwhile:
 - `perf record -a -e sched:sched_switch` without stacks: who held each
   CPU while the main thread waited (--no-system to skip);
 - /proc/vmstat before and after every run (THP, compaction, faults);
+- the host's steal time per CPU from /proc/stat every 10 ms
+  (steal.csv.gz): on a VM, time the hypervisor took the vCPU away looks
+  like time on the CPU from inside, so each stall gets its steal beside;
 - the PING probe of bench.py, every round trip with its time.
+
+The control and every round load the server for the same time, long
+enough to cover the save and the re-collapse after it
+(bench.steady_load_seconds; --load-seconds is the least).
 
 Then each of the --top worst round trips of the save runs (and of the
 control, for comparison) is explained from the main thread's timeline over
@@ -41,6 +48,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import bench
@@ -267,6 +275,77 @@ def explain(main, holders, t0, t1):
             "others_on_cpu_ms": dict(collections.Counter(held).most_common(4))}
 
 
+# ---------------------------------------------------------------- host steal
+
+class StealSampler:
+    """Steal time per CPU from /proc/stat, read every `period` s by a
+    thread: the time the hypervisor ran something else on this VM's vCPU.
+    Inside the guest that time looks like time on the CPU (perf samples it
+    as whatever was running), so it is the test of "the host took the CPU"
+    for a stall that perf shows as on-CPU work. USER_HZ ticks: 10 ms
+    steps."""
+
+    def __init__(self, path, period=0.01):
+        self.path, self.period = path, period
+        self.rows = []
+        self.tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def read(self):
+        with open("/proc/stat") as f:
+            return [int(line.split()[8]) for line in f
+                    if line.startswith("cpu") and line[3].isdigit()]
+
+    def loop(self):
+        while not self.stop_event.is_set():
+            self.rows.append((time.time(), self.read()))
+            time.sleep(self.period)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stop_event.set()
+        self.thread.join()
+        with gzip.open(self.path, "wt") as f:
+            f.write("unix_time," + ",".join("cpu%d_steal_ms" % i
+                                            for i in range(len(self.rows[0][1]))) + "\n")
+            for t, ticks in self.rows:
+                f.write("%.4f,%s\n" % (t, ",".join("%.0f" % (v * self.tick_ms) for v in ticks)))
+
+
+class Steal:
+    """steal.csv.gz read back: steal ms per CPU over a span of unix time."""
+
+    def __init__(self, path):
+        self.t, self.ms = [], []
+        if not os.path.exists(path):
+            return
+        with gzip.open(path, "rt") as f:
+            next(f)
+            for line in f:
+                v = line.split(",")
+                self.t.append(float(v[0]))
+                self.ms.append([float(x) for x in v[1:]])
+
+    def at(self, t, cpu):
+        i = bisect.bisect_left(self.t, t)
+        if i == 0 or i == len(self.t):
+            return self.ms[min(i, len(self.t) - 1)][cpu]
+        t0, t1 = self.t[i - 1], self.t[i]
+        a, b = self.ms[i - 1][cpu], self.ms[i][cpu]
+        return a + (b - a) * (t - t0) / (t1 - t0) if t1 > t0 else b
+
+    def during(self, t0, t1):
+        """(the most any one CPU lost, all CPUs together) in ms, or None."""
+        if not self.t or t1 < self.t[0] or t0 > self.t[-1]:
+            return None
+        per_cpu = [self.at(t1, c) - self.at(t0, c) for c in range(len(self.ms[0]))]
+        return max(per_cpu), sum(per_cpu)
+
+
 # ---------------------------------------------------------------- the runs
 
 KHUGEPAGED = "/sys/kernel/mm/transparent_hugepage/khugepaged/"
@@ -316,11 +395,15 @@ def run(args):
         passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
         idle = bench.idle_saves(srv, 1)
         bench.wait_collapse(srv, passes)   # the control after that pass, as bench.py
-        requests, seconds = bench.load_requests(srv, args, keys, idle["idle_save_s"])
+        # As bench.py's steady scenario: the load covers the re-collapse.
+        used_gb = int(srv.info("memory")["used_memory"]) / float(bench.GIB)
+        seconds = bench.steady_load_seconds(args, used_gb, idle["idle_save_s"])
+        requests, seconds = bench.load_requests(srv, args, keys, idle["idle_save_s"], seconds)
         offset = clock_offset()
         with open(os.path.join(args.out, "server.pid"), "w") as f:
             f.write("%d\n" % srv.proc.pid)
         perf = start_perf(args.out, srv.proc.pid, not args.no_system) if not args.no_perf else []
+        steal = StealSampler(os.path.join(args.out, "steal.csv.gz")).start()
         try:
             plan = [("control", False)] + [("round%d" % r, True) for r in range(1, args.rounds + 1)]
             for tag, with_save in plan:
@@ -337,6 +420,7 @@ def run(args):
                 runs.append(res)
         finally:
             stop_perf(perf)
+            steal.stop()
         return runs, offset, keys
     finally:
         srv.stop()
@@ -394,8 +478,8 @@ def runs_pid(args):
 
 def analyse(args, runs, offset):
     main = holders = None
-    pid = None
     worst = []
+    steal = Steal(os.path.join(args.out, "steal.csv.gz"))
     for r in runs:
         samples = read_probe(os.path.join(args.out, "probe_%s.csv.gz" % r["tag"]))
         fork_at = None
@@ -407,7 +491,8 @@ def analyse(args, runs, offset):
         top = sorted(samples, key=lambda s: -s[1])[:args.top if r["save"] else 3]
         for t, rtt in top:
             worst.append({"run": r["tag"], "save": r["save"], "rtt_ms": rtt,
-                          "t_unix": t, "after_fork_s": (t - fork_at) if fork_at else None})
+                          "t_unix": t, "after_fork_s": (t - fork_at) if fork_at else None,
+                          "steal_ms": steal.during(t, t + rtt / 1000.0)})
     if args.no_perf:
         return worst, []
     say("reading perf data")
@@ -426,7 +511,7 @@ def analyse(args, runs, offset):
     for w in worst:
         t0 = w["t_unix"] - offset
         w.update(explain(main, holders, t0, t0 + w["rtt_ms"] / 1000.0))
-    classes = stall_classes(args, runs, main, holders, offset)
+    classes = stall_classes(args, runs, main, holders, offset, steal)
     return worst, classes
 
 
@@ -438,11 +523,12 @@ def dominant(expl):
     return max(parts.items(), key=lambda kv: kv[1])[0] if parts else "no record"
 
 
-def stall_classes(args, runs, main, holders, offset):
+def stall_classes(args, runs, main, holders, offset, steal):
     """Every PING round trip over --class-ms, by the largest part of what
     the main thread did meanwhile: per class and run kind (control; save
     runs while the child lived, and after it) the count, the median and the
-    longest."""
+    longest, and how many of them lost half their time or more to host
+    steal on one CPU."""
     out = collections.defaultdict(list)
     for r in runs:
         child_end = None
@@ -456,10 +542,13 @@ def stall_classes(args, runs, main, holders, offset):
             kind = ("control" if not r["save"] else "save, child alive"
                     if child_end is None or t < child_end else "save, after the child")
             t0 = t - offset
-            out[(kind, dominant(explain(main, holders, t0, t0 + rtt / 1000.0)))].append(rtt)
-    return [{"kind": k[0], "class": k[1], "count": len(v), "median_ms": statistics.median(v),
-             "max_ms": max(v)} for k, v in sorted(out.items(), key=lambda kv: (kv[0][0],
-                                                                            -max(kv[1])))]
+            st = steal.during(t, t + rtt / 1000.0)
+            out[(kind, dominant(explain(main, holders, t0, t0 + rtt / 1000.0)))].append(
+                (rtt, st is not None and st[0] >= rtt / 2))
+    return [{"kind": k[0], "class": k[1], "count": len(v),
+             "median_ms": statistics.median(x[0] for x in v), "max_ms": max(x[0] for x in v),
+             "host_steal": sum(1 for x in v if x[1])}
+            for k, v in sorted(out.items(), key=lambda kv: (kv[0][0], -max(x[0] for x in kv[1])))]
 
 
 def fmt_counter(d, unit="ms"):
@@ -497,24 +586,29 @@ def report(args, runs, worst, classes, keys):
             v.get("thp_fault_fallback", 0), v.get("compact_stall", 0),
             v.get("khugepaged_pages_collapsed", 0), v.get("thp_collapse_alloc", 0)))
     lines += ["", "## Every PING round trip over %g ms, by what took most of it" % args.class_ms,
-              "", "| run kind | the main thread was | count | median ms | longest ms |",
-              "|---|---|---|---|---|"]
+              "", "| run kind | the main thread was | count | median ms | longest ms | "
+              "of which half or more host steal |",
+              "|---|---|---|---|---|---|"]
     for c in classes:
-        lines.append("| %s | %s | %d | %.1f | %.1f |" % (c["kind"], c["class"], c["count"],
-                                                        c["median_ms"], c["max_ms"]))
+        lines.append("| %s | %s | %d | %.1f | %.1f | %d |" % (
+            c["kind"], c["class"], c["count"], c["median_ms"], c["max_ms"],
+            c.get("host_steal", 0)))
     lines += ["", "## The main thread's CPU time by kernel path (ms)", ""]
     for r in runs:
         for span, c in r.get("main_cpu", {}).items():
             lines.append("- %s, %s: %s" % (r["tag"], span.replace("_", " "), fmt_counter(c)))
     lines += ["", "## The worst PING round trips and the main thread meanwhile", "",
-              "| # | run | s after fork | PING ms | main thread on CPU | off CPU | "
+              "| # | run | s after fork | PING ms | host steal ms (one CPU / all) | "
+              "main thread on CPU | off CPU | "
               "others on the CPUs | top stack | khugepaged switch-outs (ms into the stall) |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for i, w in enumerate(sorted(worst, key=lambda w: (not w["save"], -w["rtt_ms"])), 1):
         stack = w.get("top_stacks", [])
-        lines.append("| %d | %s | %s | %.1f | %s | %s | %s | %s | %s |" % (
+        st = w.get("steal_ms")
+        lines.append("| %d | %s | %s | %.1f | %s | %s | %s | %s | %s | %s |" % (
             i, w["run"], "%.2f" % w["after_fork_s"] if w["after_fork_s"] is not None else "-",
-            w["rtt_ms"], fmt_counter(w.get("on_cpu_ms", {})), fmt_counter(w.get("off_cpu_ms", {})),
+            w["rtt_ms"], "%.0f / %.0f" % tuple(st) if st else "-",
+            fmt_counter(w.get("on_cpu_ms", {})), fmt_counter(w.get("off_cpu_ms", {})),
             fmt_counter(w.get("others_on_cpu_ms", {})),
             "%s: %s" % (stack[0][0], stack[0][1]) if stack else "-",
             "; ".join("%s %s %s" % k for k in w.get("khugepaged", [])) or "-"))
@@ -536,7 +630,10 @@ def parse_args():
     p.add_argument("--class-ms", type=float, default=10.0,
                    help="round trips over this are classified (stall classes table)")
     p.add_argument("--value-size", type=int, default=256)
-    p.add_argument("--load-seconds", type=float, default=15)
+    p.add_argument("--load-seconds", type=float, default=15,
+                   help="the least load length (it covers the save and the re-collapse)")
+    p.add_argument("--pass-margin-seconds", type=float, default=3.0,
+                   help="how long the load goes on past the expected end of the re-collapse")
     p.add_argument("--calibrate-seconds", type=float, default=1.5)
     p.add_argument("--scratch", default=None)
     p.add_argument("--no-perf", action="store_true", help="the same runs without perf")
@@ -549,6 +646,8 @@ def parse_args():
     a = p.parse_args()
     if a.size <= 0 or a.rounds < 1 or a.top < 1:
         p.error("--size, --rounds and --top must be above 0")
+    if a.pass_margin_seconds < 0:
+        p.error("--pass-margin-seconds: give 0 or more")
     a.tools = a.afork_bin
     a.peers = {}
     if a.reanalyse and not os.path.exists(os.path.join(a.out, "runs.json")):

@@ -132,8 +132,8 @@ def compare(values, base, direction, seed):
 
 def direction(metric):
     """Which side of a metric is good: "higher" (throughput, huge pages
-    kept), None (counts that only describe the data), else "lower"."""
-    if metric in ("keys", "save_outlasted_load") or metric.endswith("_outlasted_load"):
+    kept), None (figures that only describe the run), else "lower"."""
+    if metric in ("keys", "steady_load_s") or metric.endswith("_outlasted_load"):
         return None
     if metric.endswith("rps") or metric.endswith("huge_after_mb"):
         return "higher"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench-smoke.sh -- a tiny run of make bench's harness (a few MB, REPEAT=2,
-# stock Redis once more as a peer; about 40 s), so the benchmark cannot rot:
+# stock Redis once more as a peer; a tiny steady scenario and a stall
+# attribution run without perf; about 70 s), so the benchmark cannot rot:
 # every figure has its spread and verdict, the order of the variants changed
 # between repetitions, unusable peers are skipped and reported, the machine
 # is recorded, the plots are real PNGs, README's tables are the committed
@@ -186,6 +187,77 @@ PY
     ok "bench verdicts: a 0.02% difference is noise, 10% apart without overlap is worse / better"
 else
     err "bench verdicts" "$check"
+fi
+
+# The steady scenario (fork-thp's): its control and rounds load the server
+# past the save and the re-collapse; the round and after-child figures.
+steady=$work/steady
+if log=$("$top/bench/run.sh" --scenario steady --sizes 0.004 --repeat 1 --rounds 2 \
+        --load-seconds 0.5 --calibrate-seconds 0.3 --idle-check-seconds 1 \
+        --pass-margin-seconds 0.5 --out "$steady" --scratch "$work" 2>&1); then
+    if check=$(python3 - "$steady" <<'PY' 2>&1
+import csv, os, sys
+raw = {(r["variant"], r["metric"]): float(r["value"])
+       for r in csv.DictReader(open(os.path.join(sys.argv[1], "results.csv")))}
+problems = []
+for v in ("stock", "afork-thp-collapse"):
+    for m in ("steady_load_s", "steady_pass_outlasted_load", "nosave_max_gap_ms",
+              "round1_after_child_max_gap_ms", "round2_max_gap_ms",
+              "steady_after_child_max_gap_ms_median", "steady_fork_ms_median"):
+        if (v, m) not in raw:
+            problems.append("%s lacks %s" % (v, m))
+    # 2 x the idle save + the pass + 0.5 s, times 1.5: never under 0.75 s
+    if raw.get((v, "steady_load_s"), 0) < 0.75:
+        problems.append("%s: load of %s s does not cover the margin" % (v, raw.get((v, "steady_load_s"))))
+md = open(os.path.join(sys.argv[1], "results.md")).read()
+for text in ("after the child: longest PING gap (ms)", "load length of the control and each round"):
+    if text not in md:
+        problems.append("results.md lacks %r" % text)
+print("\n".join(problems) or "ok")
+sys.exit(1 if problems else 0)
+PY
+); then
+        ok "bench steady scenario: the load covers the save and the re-collapse; round and after-child figures"
+    else
+        err "bench steady scenario" "$check"
+    fi
+else
+    err "bench steady run" "bench/run.sh --scenario steady failed: $(tail -5 <<<"$log")"
+fi
+
+# stalls.py without perf: its tables, and the host's steal time beside each
+# of the worst round trips.
+stalls=$work/stalls
+if log=$(BENCH_SCRIPT=stalls.py "$top/bench/run.sh" --size 0.004 --rounds 1 --top 3 \
+        --load-seconds 0.5 --calibrate-seconds 0.3 --pass-margin-seconds 0.5 --no-perf \
+        --out "$stalls" --scratch "$work" 2>&1); then
+    if check=$(python3 - "$stalls" <<'PY' 2>&1
+import gzip, os, sys
+out = sys.argv[1]
+problems = []
+rows = gzip.open(os.path.join(out, "steal.csv.gz"), "rt").read().splitlines()
+if not rows[0].startswith("unix_time,cpu0_steal_ms") or len(rows) < 50:
+    problems.append("steal.csv.gz: %d rows, header %r" % (len(rows), rows[0]))
+md = open(os.path.join(out, "stalls.md")).read()
+worst = [l for l in md.split("## The worst PING round trips")[1].splitlines()
+         if l.startswith("| ") and l[2].isdigit()]
+if len(worst) < 4:
+    problems.append("stalls.md: %d worst round trips" % len(worst))
+for l in worst:
+    if not __import__("re").search(r"\| \d+ / \d+ \|", l):
+        problems.append("no host steal figure: " + l)
+if "of which half or more host steal" not in md:
+    problems.append("stalls.md: the classes table has no steal column")
+print("\n".join(problems) or "ok")
+sys.exit(1 if problems else 0)
+PY
+); then
+        ok "stalls.py --no-perf: tables, and the host's steal time beside each worst round trip"
+    else
+        err "stalls.py" "$check"
+    fi
+else
+    err "stalls.py run" "stalls.py --no-perf failed: $(tail -5 <<<"$log")"
 fi
 
 # sched_waits.py on fixed switches: a 50 ms preemption by kdamond.0 on CPU 0
