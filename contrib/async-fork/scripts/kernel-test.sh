@@ -34,6 +34,13 @@
 #   KERNEL_TEST_REDIS_LAT_ROUNDS BGSAVEs per cell and size (default 3 for
 #                            test, 10 for e2e)
 #   KERNEL_TEST_E2E_SMP  vCPUs of the experiment's guests (default 2)
+#   KERNEL_TEST_E2E_MEM  RAM of the experiment's guests in MiB (default 6144
+#                        for test, 10240 for e2e: two servers, one whole
+#                        copy-on-write copy and the RDB in tmpfs need about
+#                        5.2 times the data size; guest/redis-e2e refuses a
+#                        size that does not fit)
+#   KERNEL_TEST_E2E_BOOTS the boots of make kernel-e2e, from "stock patched
+#                        optin" (default all three)
 #   KERNEL_TEST_TESTS    comma list of steps (default all)
 #   KERNEL_TEST_SCALE    size/iteration factor (default 1, sized for CI)
 #   KERNEL_TEST_STRESS   seconds per stress-ng stressor (default 12)
@@ -66,11 +73,19 @@ if [ "$action" = e2e ]; then
     redis_lat_mib=${KERNEL_TEST_REDIS_LAT_MIB:-1024,1536}
     redis_lat_rounds=${KERNEL_TEST_REDIS_LAT_ROUNDS:-10}
     redis_rounds=${KERNEL_TEST_REDIS_ROUNDS:-20}
+    e2e_mem=${KERNEL_TEST_E2E_MEM:-10240}
 else
     redis_lat_mib=${KERNEL_TEST_REDIS_LAT_MIB:-512}
     redis_lat_rounds=${KERNEL_TEST_REDIS_LAT_ROUNDS:-3}
     redis_rounds=${KERNEL_TEST_REDIS_ROUNDS:-10}
+    e2e_mem=${KERNEL_TEST_E2E_MEM:-6144}
 fi
+e2e_boots=${KERNEL_TEST_E2E_BOOTS:-stock patched optin}
+for b in $e2e_boots; do
+    case $b in stock | patched | optin) ;;
+    *) echo "kernel-test: KERNEL_TEST_E2E_BOOTS: unknown boot '$b' (stock, patched, optin)" >&2; exit 2 ;;
+    esac
+done
 e2e_smp=${KERNEL_TEST_E2E_SMP:-2}
 tests=${KERNEL_TEST_TESTS:-all}
 scale=${KERNEL_TEST_SCALE:-1}
@@ -285,9 +300,10 @@ run_suite() {
 e2e_boot() {
     local kernel=$1 label=$2 steps=$3
     shift 3
-    say "redis end to end: $label ($steps; consistency $redis_mib MiB x $redis_rounds, latency $redis_lat_mib MiB x $redis_lat_rounds rounds, $e2e_smp vCPUs)"
+    say "redis end to end: $label ($steps; consistency $redis_mib MiB x $redis_rounds, latency $redis_lat_mib MiB x $redis_lat_rounds rounds, $e2e_smp vCPUs, $e2e_mem MiB)"
     "$here/boot.sh" --kernel "$(image_of "$kernel")" --initrd "$initramfs" \
         --out "$results/$label" --label "$label" --mode e2e --tests "$steps" --smp "$e2e_smp" \
+        --mem "$e2e_mem" \
         --expect "$(echo "$steps" | tr , ' ')" --timeout "$(limit "$boot_timeout")" \
         --append "afork.redis_mib=$redis_mib afork.redis_lat_mib=$redis_lat_mib afork.redis_lat_rounds=$redis_lat_rounds afork.redis_rounds=$redis_rounds afork.timeout=$boot_timeout" \
         "$@" || failed_runs+=("$label")
@@ -304,12 +320,18 @@ redis_e2e() {
 # make kernel-e2e: the whole experiment, one boot per kernel mode; the
 # patched boot also runs the full consistency check (20 rounds).
 redis_experiment() {
-    e2e_labels="e2e-stock e2e-patched e2e-optin"
+    local boot
+    e2e_labels=''
     boot_timeout=${KERNEL_TEST_TIMEOUT:-7200}
-    phase "e2e stock" e2e_boot stock e2e-stock redis-latency
-    phase "e2e patched" e2e_boot patched e2e-patched redis-consistency,redis-latency \
-        --sysctl vm.async_fork=2
-    phase "e2e opt-in" e2e_boot patched e2e-optin redis-latency --sysctl vm.async_fork=1
+    for boot in $e2e_boots; do
+        e2e_labels="$e2e_labels e2e-$boot"
+        case $boot in
+        stock) phase "e2e stock" e2e_boot stock e2e-stock redis-latency ;;
+        patched) phase "e2e patched" e2e_boot patched e2e-patched redis-consistency,redis-latency \
+                     --sysctl vm.async_fork=2 ;;
+        optin) phase "e2e opt-in" e2e_boot patched e2e-optin redis-latency --sysctl vm.async_fork=1 ;;
+        esac
+    done
 }
 
 host_fork_time() {
