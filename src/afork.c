@@ -47,6 +47,7 @@
 #include "afork_system.h"
 #include "afork_thp.h"
 #include "afork_spawn.h"
+#include "afork_util.h"
 
 #define AFORK_PROBE_PERIOD_MS 5000      /* Async-fork kernel interfaces */
 #define AFORK_SYSTEM_PERIOD_MS 1000     /* THP modes, VmPTE */
@@ -131,10 +132,23 @@ void aforkInChild(void) {
     aforkWindowInChild();
 }
 
+/* On an Async-fork kernel the child copies the page tables left to it
+ * before it runs a line of Redis, so before it binds itself to
+ * bgsave-cpulist or aof-rewrite-cpulist: during that copy (about 130 ms per
+ * GB under TCG) it may run only where the main thread may (server-cpulist,
+ * inherited), and takes the main thread's CPU. Bind it from the parent at
+ * once instead; the child's own call later changes nothing. */
+static void bindChildEarly(pid_t childpid, int purpose) {
+    const char *cpulist = purpose == CHILD_TYPE_RDB ? server.bgsave_cpulist :
+                          purpose == CHILD_TYPE_AOF ? server.aof_rewrite_cpulist : NULL;
+    if (cpulist && aforkKernelAsyncEnabled()) aforkSetTaskCpus(childpid, cpulist);
+}
+
 /* redisFork, first thing in the parent (childpid -1: fork() failed). */
 void aforkAfterFork(pid_t childpid) {
     monotime now = getMonotonicUs();
     aforkStatsForkUsage();
+    if (childpid != -1) bindChildEarly(childpid, fork_now.purpose);
     aforkWindowAfterFork(childpid, now);
     if (childpid == -1) {
         aforkThpForkFailed();

@@ -4,7 +4,8 @@
  *    allocation, so a module may read one wherever it is allowed to run;
  *  - parsing what those files hold: one integer, a "[selected]" mode, a
  *    "Name:   123 kB" field;
- *  - the running kernel's version, and jemalloc's string options.
+ *  - the running kernel's version, and jemalloc's string options;
+ *  - binding another task to a cpulist (upstream binds only itself).
  *
  * These keep no state and call no other afork file (afork.c explains how the
  * files fit together).
@@ -14,6 +15,7 @@
 #include "server.h"
 #include "afork_util.h"
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/utsname.h>
 
 /* Read a /proc or /sys file into buf (NUL-terminated, truncated to fit).
@@ -87,4 +89,47 @@ const char *aforkJemallocOpt(const char *name) {
     UNUSED(name);
 #endif
     return "n/a";
+}
+
+/* Parse one "a", "a-b" or "a-b:step" of a cpulist (the syntax of upstream's
+ * server-cpulist, bgsave-cpulist, ...) at *p into the set; advance *p past
+ * it. 0, or -1 when it is not one. */
+static int addCpuRange(const char **p, cpu_set_t *set) {
+    char *end;
+    long a = strtol(*p, &end, 10), b, step = 1;
+    if (end == *p || a < 0) return -1;
+    b = a;
+    if (*end == '-') {
+        const char *s = end + 1;
+        b = strtol(s, &end, 10);
+        if (end == s || b < a) return -1;
+        if (*end == ':') {
+            s = end + 1;
+            step = strtol(s, &end, 10);
+            if (end == s || step < 1) return -1;
+        }
+    }
+    for (long cpu = a; cpu <= b && cpu < CPU_SETSIZE; cpu += step) CPU_SET(cpu, set);
+    *p = end;
+    return 0;
+}
+
+/* Bind task pid to the CPUs of cpulist, as upstream's setcpuaffinity()
+ * binds the calling thread. 0, or -1 (a bad list, or the call failed). */
+int aforkSetTaskCpus(pid_t pid, const char *cpulist) {
+#ifdef __linux__
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const char *p = cpulist;
+    while (1) {
+        if (addCpuRange(&p, &set) == -1) return -1;
+        if (*p == '\0') break;
+        if (*p++ != ',') return -1;
+    }
+    return sched_setaffinity(pid, sizeof(set), &set);
+#else
+    UNUSED(pid);
+    UNUSED(cpulist);
+    return -1;
+#endif
 }

@@ -16,5 +16,6 @@ int aforkReadBracketed(const char *path, char *out, size_t size);
 long long aforkKbField(const char *text, const char *name);
 int aforkLinuxAtLeast(int major, int minor);
 const char *aforkJemallocOpt(const char *name);
+int aforkSetTaskCpus(pid_t pid, const char *cpulist);
 
 #endif /* AFORK_UTIL_H */

@@ -387,3 +387,62 @@ start_server {tags {"afork external:skip"} overrides {enable-protected-configs n
         assert_equal {} [lindex [r config get fork-probe-root] 1]
     }
 }
+
+# The CPUs a process may run on, from /proc/<pid>/status.
+proc cpus_allowed {pid} {
+    set fd [open /proc/$pid/status]
+    set text [read $fd]
+    close $fd
+    regexp {Cpus_allowed_list:\s*(\S+)} $text -> list
+    return $list
+}
+
+# On an Async-fork kernel the child copies its page tables before it runs
+# Redis code, so before upstream's child binds itself to bgsave-cpulist:
+# the parent binds it at once. fork-debug-ready-delay holds the child at the
+# start of its code, before upstream's own call, so its CPUs then are the
+# parent's doing. With the kernel faked as synchronous, they are the
+# parent's own (the check can fail).
+set fake [file normalize [tmpdir afork-fake-cpus]]
+fake_tree $fake {proc/sys/vm/async_fork "2\n"}
+set parent_cpus [cpus_allowed [pid]]
+if {$parent_cpus eq "0"} {
+    afork_skip "the child bound from the parent: a single CPU here"
+} else {
+start_server [list tags {"afork external:skip"} overrides [list bgsave-cpulist 0 fork-probe-root $fake enable-debug-command yes]] {
+    set srv [srv 0 pid]
+
+    # The child of a BGSAVE held in its first code: its CPUs, or "" if none.
+    proc held_child_cpus {srv} {
+        r config set fork-debug-ready-delay 1000
+        r bgsave
+        set child [wait_for_child_of $srv]
+        set cpus [cpus_allowed $child]
+        waitForBgsave r
+        r config set fork-debug-ready-delay 0
+        return $cpus
+    }
+
+    proc wait_for_child_of {srv} {
+        wait_for_condition 100 10 {[catch {exec pgrep -P $srv} child] == 0} else {
+            fail "no child of $srv"
+        }
+        return [lindex $child 0]
+    }
+
+    test {Async fork: the child is bound to bgsave-cpulist by the parent, before its own code} {
+        assert_equal 1 [fork_info fork_async_enabled]
+        assert_equal 0 [held_child_cpus $srv]
+        # ... and the server itself is not.
+        assert_equal $parent_cpus [cpus_allowed $srv]
+    }
+
+    test {Synchronous fork: the child keeps the parent's CPUs until its own code binds it} {
+        fake_tree $fake {proc/sys/vm/async_fork "0\n"}
+        r config set fork-probe-root ""
+        r config set fork-probe-root $fake
+        assert_equal 0 [fork_info fork_async_enabled]
+        assert_equal $parent_cpus [held_child_cpus $srv]
+    }
+}
+}

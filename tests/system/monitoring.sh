@@ -10,7 +10,10 @@
 #    scrape (written by make test-exporter);
 #  - metrics.txt holds exactly the INFO fork fields of the build under
 #    test (a renamed field fails here until make test-exporter ran), and
-#    README's INFO table documents each of them;
+#    README's INFO table documents each of them; metrics-async-fork.txt
+#    exactly the fields only an Async-fork kernel's counters add (INFO
+#    fork with those counters in a fake /proc), which the dashboard may
+#    name too;
 #  - each check fails on a copy broken on purpose: a rule threshold, a
 #    metric name in the dashboard and in a rule, a query's syntax, a panel
 #    overlapping another, an INFO field renamed, a field undocumented.
@@ -20,6 +23,7 @@
 mon=$top/contrib/monitoring
 check=$top/tests/system/monitoring_check.py
 names=$mon/metrics.txt
+knames=$mon/metrics-async-fork.txt
 if ! command -v promtool >/dev/null; then
     err "monitoring" "promtool is not installed (sudo utils/install-deps.sh installs Debian's prometheus package)"
     exit 1
@@ -29,7 +33,7 @@ expect_ok "promtool check rules afork-alerts.yml" promtool check rules "$mon/afo
 expect_ok "promtool test rules: each alert fires on its fixtures and only there" \
     promtool test rules "$mon/tests/afork-alerts.test.yml"
 expect_ok "dashboard JSON model; dashboard and rules name only exported metrics" \
-    python3 "$check" --names "$names" --dashboard "$mon/afork-dashboard.json" \
+    python3 "$check" --names "$names" --names "$knames" --dashboard "$mon/afork-dashboard.json" \
     --rules "$mon/afork-alerts.yml" --promql-out "$work/dashboard-queries.yml"
 expect_ok "promtool parses every dashboard query" promtool check rules "$work/dashboard-queries.yml"
 
@@ -47,6 +51,29 @@ expect_ok "metrics.txt holds this build's INFO fork fields (else: make test-expo
 expect_ok "README's INFO table documents every INFO fork field" \
     python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" --readme "$top/README.md"
 
+# metrics-async-fork.txt: the fields of contrib/async-fork's counters, which
+# this machine's kernel lacks. INFO fork with the kernel probes pointed at a
+# fake /proc that has the sysctl and the counters (the hidden
+# fork-probe-root, as tests/afork/fork-info.tcl does).
+fake=$work/fake-root
+mkdir -p "$fake/proc/sys/vm"
+echo 2 >"$fake/proc/sys/vm/async_fork"
+for c in sessions deferred child_copied copied_fault copied_gup copied_vma copied_madvise \
+        copied_zap copied_exit copied_fork parent_ns sessions_failed; do
+    echo "async_fork_$c 0"
+done >"$fake/proc/vmstat"
+port=$(free_port)
+"$tree/src/redis-server" --port "$port" --bind 127.0.0.1 --save '' --dir "$work" \
+    --daemonize no --logfile "$work/redis-fake.log" --fork-probe-root "$fake" &
+rpid=$!
+for _ in $(seq 50); do "$tree/src/redis-cli" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+"$tree/src/redis-cli" -p "$port" info fork | tr -d '\r' >"$work/info-fork-async.txt"
+kill "$rpid"
+wait "$rpid" 2>/dev/null
+expect_ok "metrics-async-fork.txt holds the INFO fork fields of contrib/async-fork's counters" \
+    python3 "$check" --names "$names" --kernel-names "$knames" --info-fork "$work/info-fork.txt" \
+    --info-fork-kernel "$work/info-fork-async.txt"
+
 # The same checks on copies broken on purpose must fail.
 mkdir -p "$work/broken/tests"
 cp "$mon/tests/afork-alerts.test.yml" "$work/broken/tests/"
@@ -55,10 +82,10 @@ expect_fail "promtool test rules fails on a changed threshold" "FAILED" \
     promtool test rules "$work/broken/tests/afork-alerts.test.yml"
 sed 's/key=\\"max_fork_usec\\"/key=\\"max_fork_parent_usec\\"/' "$mon/afork-dashboard.json" >"$work/broken/d1.json"
 expect_fail "the dashboard check fails on an unexported key" 'max_fork_parent_usec.*not in metrics.txt' \
-    python3 "$check" --names "$names" --dashboard "$work/broken/d1.json"
+    python3 "$check" --names "$names" --names "$knames" --dashboard "$work/broken/d1.json"
 sed 's/redis_latest_fork_seconds/redis_latest_fork_usec/' "$mon/afork-dashboard.json" >"$work/broken/d2.json"
 expect_fail "the dashboard check fails on an unexported metric" 'redis_latest_fork_usec is not in' \
-    python3 "$check" --names "$names" --dashboard "$work/broken/d2.json"
+    python3 "$check" --names "$names" --names "$knames" --dashboard "$work/broken/d2.json"
 python3 - "$mon/afork-dashboard.json" "$work/broken/d3.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -66,18 +93,27 @@ d["panels"][1]["gridPos"] = dict(d["panels"][0]["gridPos"])
 json.dump(d, open(sys.argv[2], "w"))
 EOF
 expect_fail "the dashboard check fails on overlapping panels" 'overlaps panel' \
-    python3 "$check" --names "$names" --dashboard "$work/broken/d3.json"
+    python3 "$check" --names "$names" --names "$knames" --dashboard "$work/broken/d3.json"
 sed 's/1 \/ (redis_script_values/1 \/ ((redis_script_values/' "$mon/afork-dashboard.json" >"$work/broken/d4.json"
-python3 "$check" --names "$names" --dashboard "$work/broken/d4.json" \
+python3 "$check" --names "$names" --names "$knames" --dashboard "$work/broken/d4.json" \
     --promql-out "$work/broken/d4-queries.yml" >/dev/null
 expect_fail "promtool fails on a dashboard query with a syntax error" 'unclosed|parse error|unexpected' \
     promtool check rules "$work/broken/d4-queries.yml"
 sed 's/key="fork_thp_heap_refused"/key="fork_thp_refused"/' "$mon/afork-alerts.yml" >"$work/broken/r1.yml"
 expect_fail "the rules check fails on an unexported key" 'fork_thp_refused.*not in metrics.txt' \
-    python3 "$check" --names "$names" --rules "$work/broken/r1.yml"
+    python3 "$check" --names "$names" --names "$knames" --rules "$work/broken/r1.yml"
 sed 's/^max_fork_usec:/max_fork_parent_usec:/' "$work/info-fork.txt" >"$work/broken/info-fork.txt"
 expect_fail "the metrics.txt check fails when an INFO field is renamed" 'max_fork_parent_usec' \
     python3 "$check" --names "$names" --info-fork "$work/broken/info-fork.txt"
+grep -v 'tables_parent_vma' "$knames" >"$work/broken/k1.txt"
+expect_fail "the metrics-async-fork.txt check fails on a missing counter field" \
+    'missing.*latest_fork_async_tables_parent_vma' \
+    python3 "$check" --names "$names" --kernel-names "$work/broken/k1.txt" \
+    --info-fork "$work/info-fork.txt" --info-fork-kernel "$work/info-fork-async.txt"
+sed 's/key=\\"latest_fork_async_tables_child\\"/key=\\"latest_fork_async_tables_kid\\"/' \
+    "$mon/afork-dashboard.json" >"$work/broken/d5.json"
+expect_fail "the dashboard check fails on a key in neither names file" 'latest_fork_async_tables_kid' \
+    python3 "$check" --names "$names" --names "$knames" --dashboard "$work/broken/d5.json"
 { cat "$work/info-fork.txt"; echo "fork_new_field_usec:0"; } >"$work/broken/info-fork2.txt"
 expect_fail "the README check fails on an undocumented field" 'does not document.*fork_new_field_usec' \
     python3 "$check" --names "$names" --info-fork "$work/broken/info-fork2.txt" --readme "$top/README.md"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """monitoring_check.py -- contrib/monitoring/ against what the exporter exports.
 
-    monitoring_check.py --names metrics.txt [--dashboard D.json] [--rules R.yml]
-                        [--info-fork INFO.txt [--readme README.md]]
+    monitoring_check.py --names metrics.txt [--names more.txt] [--dashboard D.json]
+                        [--rules R.yml] [--info-fork INFO.txt [--readme README.md]]
+                        [--kernel-names K.txt --info-fork INFO.txt --info-fork-kernel I.txt]
                         [--promql-out RULES.yml]
 
 --names: the metric names of a real scrape (contrib/monitoring/metrics.txt,
@@ -17,7 +18,11 @@ dashboard query as a recording rule (Grafana's variables replaced) for
 `promtool check rules` to parse. --info-fork: INFO fork of the build under
 test; the script keys of --names must be its fields, and all of them
 (metrics.txt is stale after a rename until make test-exporter runs);
-with --readme, each field must be in README's INFO table.
+with --readme, each field must be in README's INFO table. --names again
+(e.g. contrib/monitoring/metrics-async-fork.txt): more series the
+dashboard and rules may name. --kernel-names FILE --info-fork PLAIN
+--info-fork-kernel WITH: FILE's keys are exactly the fields that INFO fork
+WITH has and PLAIN has not (the fields of contrib/async-fork's counters).
 Prints "[ok]: ..." or "[err]: ..." lines; exit 1 on any error.
 """
 import argparse
@@ -239,6 +244,29 @@ def check_readme(path, info_path):
         ok("README's INFO table documents the %d INFO fork fields" % len(fields))
 
 
+def info_fields(path):
+    """The field names of an INFO text."""
+    return {l.split(":", 1)[0].strip() for l in open(path).read().split("\n")
+            if ":" in l and not l.startswith("#")}
+
+
+def check_kernel_names(path, info_path, kernel_info_path):
+    """metrics-async-fork.txt's keys are exactly the INFO fork fields that
+    appear only with contrib/async-fork's counters (kernel_info_path: INFO
+    fork with them; info_path: without)."""
+    names = load_names(path)
+    keys = {v for l, v in names.get("redis_script_values", set()) if l == "key"}
+    only = info_fields(kernel_info_path) - info_fields(info_path)
+    if not only:
+        err("kernel-only fields", "INFO fork shows no field more with the counters (%s)"
+            % kernel_info_path)
+    elif keys != only:
+        err("kernel-only fields", "%s: missing %s, not fields %s"
+            % (path, sorted(only - keys), sorted(keys - only)))
+    else:
+        ok("%s holds the %d INFO fork fields of an Async-fork kernel's counters" % (path, len(keys)))
+
+
 def _num(v):
     try:
         float(v)
@@ -249,20 +277,29 @@ def _num(v):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--names", required=True)
+    p.add_argument("--names", required=True, action="append",
+                   help="repeatable: the dashboard and rules may name any of them")
+    p.add_argument("--kernel-names", help="with --info-fork and --info-fork-kernel")
+    p.add_argument("--info-fork-kernel")
     p.add_argument("--dashboard")
     p.add_argument("--rules")
     p.add_argument("--info-fork")
     p.add_argument("--promql-out")
     p.add_argument("--readme")
     a = p.parse_args()
-    names = load_names(a.names)
+    names = {}
+    for path in a.names:
+        for metric, labels in load_names(path).items():
+            names.setdefault(metric, set()).update(labels)
     if a.dashboard:
         check_dashboard(a.dashboard, names, a.promql_out)
     if a.rules:
         check_rules(a.rules, names)
-    if a.info_fork:
-        check_info(a.info_fork, names)
+    if a.info_fork and not a.kernel_names:
+        # metrics.txt (the first --names) against this build's INFO fork.
+        check_info(a.info_fork, load_names(a.names[0]))
+    if a.kernel_names and a.info_fork and a.info_fork_kernel:
+        check_kernel_names(a.kernel_names, a.info_fork, a.info_fork_kernel)
     if a.readme and a.info_fork:
         check_readme(a.readme, a.info_fork)
     return 1 if checklib.errors else 0
