@@ -347,7 +347,9 @@ host_fork_time() {
         >"$results/host/forktime.tsv"
 }
 
-env_value() { sed -n "s/^$2=//p" "$1" 2>/dev/null | head -n 1; }
+# The value of KEY in an env file; empty when the file or the key is missing
+# (a run that did not happen, such as boot-only in make kernel-e2e).
+env_value() { [ -f "$1" ] || return 0; sed -n "s/^$2=//p" "$1" | head -n 1; }
 
 print_builds() {
     local f name
