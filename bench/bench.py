@@ -58,16 +58,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GIB = 1 << 30
 MIB = 1 << 20
 
+# fork-thp-collapse-rate (MB/s) of the variants that re-collapse; the
+# steady load lasts a whole pass at this rate (steady_load_seconds).
+COLLAPSE_RATE_MB_S = 256
+
 # name -> (which build, extra config).
 VARIANTS = {
     "stock": ("stock", []),
     "redis-afork": ("afork", []),
     # fork-thp: the keyspace in huge pages, without / with the re-collapse.
     "afork-thp": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "0"]),
-    "afork-thp-collapse": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "256"]),
+    "afork-thp-collapse": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
+                                     str(COLLAPSE_RATE_MB_S)]),
     # The same with the keyspace left in one VMA (fork-thp-vma-size 0): the
     # ablation of the cut (bench/README.md, "The heap in several VMAs").
-    "afork-thp-onevma": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "256",
+    "afork-thp-onevma": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
+                                   str(COLLAPSE_RATE_MB_S),
                                    "--fork-thp-vma-size", "0"]),
 }
 # scenario -> default variants
@@ -82,9 +88,6 @@ SCENARIOS = {
 MEMORY_FACTOR = {"stock": 2.0, "redis-afork": 2.0, "afork-thp": 2.1,
                  "afork-thp-collapse": 2.1, "afork-thp-onevma": 2.1}
 PEER_MEMORY_FACTOR = 2.25
-# Steady scenario: the load lasts until the re-collapse is over, taken at
-# the variants' fork-thp-collapse-rate (MB/s), plus --pass-margin-seconds.
-STEADY_COLLAPSE_MB_S = 256
 MEMORY_EXTRA = 512 * MIB
 
 POPULATE_LUA = """
@@ -519,7 +522,7 @@ def steady_load_seconds(args, used_gb, idle_save_s):
     one) and a pass over the whole heap at the collapse rate, with a
     margin (--pass-margin-seconds). Every variant gets the same formula,
     stock included, so their loads are about as long."""
-    after_save = (2.0 * idle_save_s + used_gb * 1024.0 / STEADY_COLLAPSE_MB_S
+    after_save = (2.0 * idle_save_s + used_gb * 1024.0 / COLLAPSE_RATE_MB_S
                   + args.pass_margin_seconds)
     return max(args.load_seconds, 3.0 * idle_save_s, 1.5 * after_save)
 

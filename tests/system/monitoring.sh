@@ -37,15 +37,23 @@ expect_ok "dashboard JSON model; dashboard and rules name only exported metrics"
     --rules "$mon/afork-alerts.yml" --promql-out "$work/dashboard-queries.yml"
 expect_ok "promtool parses every dashboard query" promtool check rules "$work/dashboard-queries.yml"
 
+# info_fork OUT [SERVER-ARGS...]: INFO fork of this build, started with
+# those arguments, into OUT.
+info_fork() {
+    local out=$1 port rpid
+    shift
+    port=$(free_port)
+    "$tree/src/redis-server" --port "$port" --bind 127.0.0.1 --save '' --dir "$work" \
+        --daemonize no --logfile "$out.log" "$@" &
+    rpid=$!
+    for _ in $(seq 50); do "$tree/src/redis-cli" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    "$tree/src/redis-cli" -p "$port" info fork | tr -d '\r' >"$out"
+    kill "$rpid"
+    wait "$rpid" 2>/dev/null
+}
+
 # metrics.txt against the INFO fork of this build.
-port=$(free_port)
-"$tree/src/redis-server" --port "$port" --bind 127.0.0.1 --save '' --dir "$work" \
-    --daemonize no --logfile "$work/redis.log" &
-rpid=$!
-for _ in $(seq 50); do "$tree/src/redis-cli" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-"$tree/src/redis-cli" -p "$port" info fork | tr -d '\r' >"$work/info-fork.txt"
-kill "$rpid"
-wait "$rpid" 2>/dev/null
+info_fork "$work/info-fork.txt"
 expect_ok "metrics.txt holds this build's INFO fork fields (else: make test-exporter)" \
     python3 "$check" --names "$names" --info-fork "$work/info-fork.txt"
 expect_ok "README's INFO table documents every INFO fork field" \
@@ -62,14 +70,7 @@ for c in sessions deferred child_copied copied_fault copied_gup copied_vma copie
         copied_zap copied_exit copied_fork parent_ns sessions_failed; do
     echo "async_fork_$c 0"
 done >"$fake/proc/vmstat"
-port=$(free_port)
-"$tree/src/redis-server" --port "$port" --bind 127.0.0.1 --save '' --dir "$work" \
-    --daemonize no --logfile "$work/redis-fake.log" --fork-probe-root "$fake" &
-rpid=$!
-for _ in $(seq 50); do "$tree/src/redis-cli" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-"$tree/src/redis-cli" -p "$port" info fork | tr -d '\r' >"$work/info-fork-async.txt"
-kill "$rpid"
-wait "$rpid" 2>/dev/null
+info_fork "$work/info-fork-async.txt" --fork-probe-root "$fake"
 expect_ok "metrics-async-fork.txt holds the INFO fork fields of contrib/async-fork's counters" \
     python3 "$check" --names "$names" --kernel-names "$knames" --info-fork "$work/info-fork.txt" \
     --info-fork-kernel "$work/info-fork-async.txt"
