@@ -55,6 +55,7 @@ pid_t aforkSpawnScript(char **argv);
 
 /* Config owned by afork.c (afork_config.h rows and their apply functions). */
 extern char *afork_probe_root;
+extern int afork_debug_fork_preempt;
 int aforkApplyProbeRoot(const char **err);
 int aforkApplyAsyncOptIn(const char **err);
 int aforkApplyThpTuning(const char **err);

@@ -5,7 +5,8 @@
  *  - parsing what those files hold: one integer, a "[selected]" mode, a
  *    "Name:   123 kB" field;
  *  - the running kernel's version, and jemalloc's string options;
- *  - binding another task to a cpulist (upstream binds only itself).
+ *  - binding another task to a cpulist (upstream binds only itself);
+ *  - switching the calling thread between SCHED_OTHER and SCHED_BATCH.
  *
  * These keep no state and call no other afork file (afork.c explains how the
  * files fit together).
@@ -132,4 +133,23 @@ int aforkSetTaskCpus(pid_t pid, const char *cpulist) {
     UNUSED(cpulist);
     return -1;
 #endif
+}
+
+/* Make the calling thread SCHED_BATCH if it is SCHED_OTHER (a real-time or
+ * idle policy is left alone). 1 when changed, 0 otherwise. */
+int aforkSchedBatchBegin(void) {
+#ifdef SCHED_BATCH
+    struct sched_param param = {0};
+    if (sched_getscheduler(0) != SCHED_OTHER) return 0;
+    return sched_setscheduler(0, SCHED_BATCH, &param) == 0;
+#else
+    return 0;
+#endif
+}
+
+/* The calling thread back to SCHED_OTHER (after aforkSchedBatchBegin()
+ * returned 1). */
+void aforkSchedBatchEnd(void) {
+    struct sched_param param = {0};
+    sched_setscheduler(0, SCHED_OTHER, &param);
 }

@@ -17,5 +17,7 @@ long long aforkKbField(const char *text, const char *name);
 int aforkLinuxAtLeast(int major, int minor);
 const char *aforkJemallocOpt(const char *name);
 int aforkSetTaskCpus(pid_t pid, const char *cpulist);
+int aforkSchedBatchBegin(void);
+void aforkSchedBatchEnd(void);
 
 #endif /* AFORK_UTIL_H */

@@ -34,7 +34,7 @@ import statistics
 import sys
 
 FIELDS = ("fork_usec", "worst1s_ms", "worst_ms", "dur_ms", "base_ms", "p99_ms")
-CELLS = ("stock", "afork-on", "afork-off", "control-idle", "control-hog")
+CELLS = ("stock", "afork-on", "afork-off", "afork-preempt", "control-idle", "control-hog")
 KERNELS = {"e2e-stock": "stock", "e2e-patched": "patched =2", "e2e-optin": "patched =1"}
 PARENT_CAUSES = ("fault", "gup", "vma", "madvise", "zap", "exit", "fork")
 COUNTERS_MARK = "async_fork counters over the save: "

@@ -41,6 +41,9 @@
 #                        size that does not fit)
 #   KERNEL_TEST_E2E_BOOTS the boots of make kernel-e2e, from "stock patched
 #                        optin" (default all three)
+#   KERNEL_TEST_E2E_CELLS the save cells of redis-latency, comma list from
+#                        stock, afork-on, afork-off, afork-preempt (default
+#                        stock,afork-on,afork-off)
 #   KERNEL_TEST_TESTS    comma list of steps (default all)
 #   KERNEL_TEST_SCALE    size/iteration factor (default 1, sized for CI)
 #   KERNEL_TEST_STRESS   seconds per stress-ng stressor (default 12)
@@ -305,7 +308,7 @@ e2e_boot() {
         --out "$results/$label" --label "$label" --mode e2e --tests "$steps" --smp "$e2e_smp" \
         --mem "$e2e_mem" \
         --expect "$(echo "$steps" | tr , ' ')" --timeout "$(limit "$boot_timeout")" \
-        --append "afork.redis_mib=$redis_mib afork.redis_lat_mib=$redis_lat_mib afork.redis_lat_rounds=$redis_lat_rounds afork.redis_rounds=$redis_rounds afork.timeout=$boot_timeout" \
+        --append "afork.redis_mib=$redis_mib afork.redis_lat_mib=$redis_lat_mib afork.redis_lat_rounds=$redis_lat_rounds afork.redis_rounds=$redis_rounds afork.timeout=$boot_timeout${KERNEL_TEST_E2E_CELLS:+ afork.e2e_cells=$KERNEL_TEST_E2E_CELLS}" \
         "$@" || failed_runs+=("$label")
 }
 
