@@ -57,9 +57,9 @@
  * find /proc and /sys; NULL for the real ones. */
 char *afork_probe_root = NULL;
 
-/* Hidden debug config fork-debug-fork-preempt: fork as SCHED_OTHER even on
- * an Async-fork kernel (the behaviour before forkWithoutPreemption), for
- * A/B experiments. */
+/* Hidden debug config fork-debug-fork-preempt: fork on the main thread's own
+ * CPUs even on an Async-fork kernel (the behaviour before
+ * forkWithoutPreemption), for A/B experiments. */
 int afork_debug_fork_preempt = 0;
 
 /* The fork in progress, or the last one: what the stats need from it. */
@@ -67,7 +67,8 @@ static struct {
     int purpose;               /* CHILD_TYPE_* */
     monotime start;            /* just before fork() */
     monotime ret;              /* fork() returned in the parent */
-    int batch;                 /* the main thread forks as SCHED_BATCH */
+    int widened;               /* the main thread forks on own_cpus + the child's */
+    cpu_set_t own_cpus;        /* the main thread's CPUs before */
 } fork_now;
 
 static const char *probeRoot(void) {
@@ -121,24 +122,38 @@ void aforkInit(void) {
 
 /* ------------------------------------------------------ the life of a fork */
 
+/* The cpulist the child of this purpose binds itself to, or NULL. */
+static const char *childCpulist(int purpose) {
+    return purpose == CHILD_TYPE_RDB ? server.bgsave_cpulist :
+           purpose == CHILD_TYPE_AOF ? server.aof_rewrite_cpulist : NULL;
+}
+
 /* On an Async-fork kernel the child starts with the page tables left to it
  * to copy (about 130 ms per GB under TCG) before it runs a line of Redis.
- * fork() wakes it, often on the main thread's CPU (server-cpulist pins
- * both there), and a new SCHED_OTHER task gets a short first deadline: it
- * preempts the main thread before fork() returns (1 involuntary switch in
- * every fork, 6.5 ms against 3.0 ms of CPU in the e2e run). A SCHED_BATCH
- * task never preempts on wake-up, so the main thread forks as SCHED_BATCH
- * and is SCHED_OTHER again as soon as fork() returns. The child keeps
- * SCHED_BATCH, which suits a background job: it waits for the tick rather
- * than preempt the main thread each time it wakes. */
-static void forkWithoutPreemption(void) {
-    fork_now.batch = aforkKernelAsyncEnabled() && !afork_debug_fork_preempt &&
-                     aforkSchedBatchBegin();
+ * It inherits the main thread's CPUs, so with server-cpulist it is queued
+ * on the main thread's CPU, and the main thread loses its CPU to it as
+ * soon as its slice ends, inside fork() (1 involuntary switch in every
+ * fork of the e2e run). When the child has CPUs of its own
+ * (bgsave-cpulist, aof-rewrite-cpulist), the main thread forks with those
+ * added to its own, so that fork() may place the child there, and takes
+ * back its own CPUs as soon as fork() returns (no migration: it is on one
+ * of them). Making the main thread SCHED_BATCH across fork() instead (no
+ * wake-up preemption) was measured worse: the switch moved to the
+ * policy's restore (contrib/async-fork/README.md). */
+static void forkWithoutPreemption(int purpose) {
+    const char *cpulist = childCpulist(purpose);
+    cpu_set_t both;
+    fork_now.widened = 0;
+    if (!cpulist || !aforkKernelAsyncEnabled() || afork_debug_fork_preempt) return;
+    if (sched_getaffinity(0, sizeof(fork_now.own_cpus), &fork_now.own_cpus) != 0) return;
+    both = fork_now.own_cpus;
+    if (aforkCpulistAdd(cpulist, &both) != 0 || CPU_EQUAL(&both, &fork_now.own_cpus)) return;
+    fork_now.widened = sched_setaffinity(0, sizeof(both), &both) == 0;
 }
 
 static void forkPreemptionRestored(void) {
-    if (fork_now.batch) aforkSchedBatchEnd();
-    fork_now.batch = 0;
+    if (fork_now.widened) sched_setaffinity(0, sizeof(fork_now.own_cpus), &fork_now.own_cpus);
+    fork_now.widened = 0;
 }
 
 /* redisFork, before fork(). */
@@ -150,7 +165,7 @@ void aforkBeforeFork(int purpose) {
     /* The window has just closed any earlier one: files may be read. */
     aforkKernelCountersBeforeFork(probeRoot());
     aforkStatsBeforeFork();
-    forkWithoutPreemption();
+    forkWithoutPreemption(purpose);
     fork_now.start = getMonotonicUs();
 }
 
@@ -166,8 +181,7 @@ void aforkInChild(void) {
  * inherited), and takes the main thread's CPU. Bind it from the parent at
  * once instead; the child's own call later changes nothing. */
 static void bindChildEarly(pid_t childpid, int purpose) {
-    const char *cpulist = purpose == CHILD_TYPE_RDB ? server.bgsave_cpulist :
-                          purpose == CHILD_TYPE_AOF ? server.aof_rewrite_cpulist : NULL;
+    const char *cpulist = childCpulist(purpose);
     if (cpulist && aforkKernelAsyncEnabled()) aforkSetTaskCpus(childpid, cpulist);
 }
 

@@ -5,8 +5,8 @@
  *  - parsing what those files hold: one integer, a "[selected]" mode, a
  *    "Name:   123 kB" field;
  *  - the running kernel's version, and jemalloc's string options;
- *  - binding another task to a cpulist (upstream binds only itself);
- *  - switching the calling thread between SCHED_OTHER and SCHED_BATCH.
+ *  - cpulists: parsing one, binding another task to one (upstream binds
+ *    only itself).
  *
  * These keep no state and call no other afork file (afork.c explains how the
  * files fit together).
@@ -115,18 +115,23 @@ static int addCpuRange(const char **p, cpu_set_t *set) {
     return 0;
 }
 
+/* Add the CPUs of cpulist to *set. 0, or -1 when it is not a cpulist. */
+int aforkCpulistAdd(const char *cpulist, cpu_set_t *set) {
+    const char *p = cpulist;
+    while (1) {
+        if (addCpuRange(&p, set) == -1) return -1;
+        if (*p == '\0') return 0;
+        if (*p++ != ',') return -1;
+    }
+}
+
 /* Bind task pid to the CPUs of cpulist, as upstream's setcpuaffinity()
  * binds the calling thread. 0, or -1 (a bad list, or the call failed). */
 int aforkSetTaskCpus(pid_t pid, const char *cpulist) {
 #ifdef __linux__
     cpu_set_t set;
     CPU_ZERO(&set);
-    const char *p = cpulist;
-    while (1) {
-        if (addCpuRange(&p, &set) == -1) return -1;
-        if (*p == '\0') break;
-        if (*p++ != ',') return -1;
-    }
+    if (aforkCpulistAdd(cpulist, &set) == -1) return -1;
     return sched_setaffinity(pid, sizeof(set), &set);
 #else
     UNUSED(pid);
@@ -135,21 +140,3 @@ int aforkSetTaskCpus(pid_t pid, const char *cpulist) {
 #endif
 }
 
-/* Make the calling thread SCHED_BATCH if it is SCHED_OTHER (a real-time or
- * idle policy is left alone). 1 when changed, 0 otherwise. */
-int aforkSchedBatchBegin(void) {
-#ifdef SCHED_BATCH
-    struct sched_param param = {0};
-    if (sched_getscheduler(0) != SCHED_OTHER) return 0;
-    return sched_setscheduler(0, SCHED_BATCH, &param) == 0;
-#else
-    return 0;
-#endif
-}
-
-/* The calling thread back to SCHED_OTHER (after aforkSchedBatchBegin()
- * returned 1). */
-void aforkSchedBatchEnd(void) {
-    struct sched_param param = {0};
-    sched_setscheduler(0, SCHED_OTHER, &param);
-}

@@ -9,6 +9,7 @@
 #define AFORK_UTIL_H
 
 #include <sys/types.h>
+#include <sched.h>
 
 ssize_t aforkReadFile(const char *path, char *buf, size_t size);
 long aforkReadIntFile(const char *path);
@@ -16,8 +17,7 @@ int aforkReadBracketed(const char *path, char *out, size_t size);
 long long aforkKbField(const char *text, const char *name);
 int aforkLinuxAtLeast(int major, int minor);
 const char *aforkJemallocOpt(const char *name);
+int aforkCpulistAdd(const char *cpulist, cpu_set_t *set);
 int aforkSetTaskCpus(pid_t pid, const char *cpulist);
-int aforkSchedBatchBegin(void);
-void aforkSchedBatchEnd(void);
 
 #endif /* AFORK_UTIL_H */

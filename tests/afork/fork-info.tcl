@@ -399,17 +399,20 @@ proc cpus_allowed {pid} {
 
 # On an Async-fork kernel the child copies its page tables before it runs
 # Redis code, so before upstream's child binds itself to bgsave-cpulist:
-# the parent binds it at once. fork-debug-ready-delay holds the child at the
-# start of its code, before upstream's own call, so its CPUs then are the
-# parent's doing. With the kernel faked as synchronous, they are the
-# parent's own (the check can fail).
+# the main thread forks with the child's CPUs added to its own (so that
+# fork() may queue the child there, not on the main thread's CPU), takes
+# its own back right after, and binds the child at once.
+# fork-debug-ready-delay holds the child at the start of its code, before
+# upstream's own call, so its CPUs then are the parent's doing. With the
+# kernel faked as synchronous, they are the parent's own (the check can
+# fail).
 set fake [file normalize [tmpdir afork-fake-cpus]]
 fake_tree $fake {proc/sys/vm/async_fork "2\n"}
 set parent_cpus [cpus_allowed [pid]]
 if {$parent_cpus eq "0"} {
     afork_skip "the child bound from the parent: a single CPU here"
 } else {
-start_server [list tags {"afork external:skip"} overrides [list bgsave-cpulist 0 fork-probe-root $fake enable-debug-command yes]] {
+start_server [list tags {"afork external:skip"} overrides [list server-cpulist 0 bgsave-cpulist 1 fork-probe-root $fake enable-debug-command yes]] {
     set srv [srv 0 pid]
 
     # The child of a BGSAVE held in its first code: its CPUs, or "" if none.
@@ -432,9 +435,17 @@ start_server [list tags {"afork external:skip"} overrides [list bgsave-cpulist 0
 
     test {Async fork: the child is bound to bgsave-cpulist by the parent, before its own code} {
         assert_equal 1 [fork_info fork_async_enabled]
-        assert_equal 0 [held_child_cpus $srv]
-        # ... and the server itself is not.
-        assert_equal $parent_cpus [cpus_allowed $srv]
+        assert_equal 0 [cpus_allowed $srv]
+        assert_equal 1 [held_child_cpus $srv]
+        # ... and the main thread has its own CPU back.
+        assert_equal 0 [cpus_allowed $srv]
+    }
+
+    test {Async fork: fork-debug-fork-preempt (no added CPUs) binds the child the same} {
+        r config set fork-debug-fork-preempt yes
+        assert_equal 1 [held_child_cpus $srv]
+        assert_equal 0 [cpus_allowed $srv]
+        r config set fork-debug-fork-preempt no
     }
 
     test {Synchronous fork: the child keeps the parent's CPUs until its own code binds it} {
@@ -442,62 +453,9 @@ start_server [list tags {"afork external:skip"} overrides [list bgsave-cpulist 0
         r config set fork-probe-root ""
         r config set fork-probe-root $fake
         assert_equal 0 [fork_info fork_async_enabled]
-        assert_equal $parent_cpus [held_child_cpus $srv]
+        assert_equal 0 [held_child_cpus $srv]
+        assert_equal 0 [cpus_allowed $srv]
     }
 }
 }
 
-# The scheduling policy of a process (field 41 of /proc/<pid>/stat):
-# 0 SCHED_OTHER, 3 SCHED_BATCH.
-proc sched_policy {pid} {
-    set fd [open /proc/$pid/stat]
-    set text [read $fd]
-    close $fd
-    set fields [split [string trim [string range $text [expr {[string last ")" $text] + 2}] end]]]
-    return [lindex $fields 38]
-}
-
-# On an Async-fork kernel the main thread forks as SCHED_BATCH, so that the
-# new child (its page tables to copy) does not preempt it inside fork(); it
-# is SCHED_OTHER again right after, and the child stays SCHED_BATCH. A
-# synchronous fork, and fork-debug-fork-preempt, keep upstream's
-# SCHED_OTHER child (the checks can fail both ways).
-set fake [file normalize [tmpdir afork-fake-sched]]
-fake_tree $fake {proc/sys/vm/async_fork "2\n"}
-start_server [list tags {"afork external:skip"} overrides [list fork-probe-root $fake enable-debug-command yes]] {
-    set srv [srv 0 pid]
-
-    # The policy of a BGSAVE child held in its first code.
-    proc held_child_policy {srv} {
-        r config set fork-debug-ready-delay 1000
-        r bgsave
-        wait_for_condition 100 10 {[catch {exec pgrep -P $srv} child] == 0} else {
-            fail "no child of $srv"
-        }
-        set policy [sched_policy [lindex $child 0]]
-        waitForBgsave r
-        r config set fork-debug-ready-delay 0
-        return $policy
-    }
-
-    test {Async fork: the main thread forks as SCHED_BATCH and is SCHED_OTHER again after} {
-        assert_equal 1 [fork_info fork_async_enabled]
-        assert_equal 0 [sched_policy $srv]
-        assert_equal 3 [held_child_policy $srv]
-        assert_equal 0 [sched_policy $srv]
-    }
-
-    test {Async fork: fork-debug-fork-preempt keeps the child SCHED_OTHER} {
-        r config set fork-debug-fork-preempt yes
-        assert_equal 0 [held_child_policy $srv]
-        r config set fork-debug-fork-preempt no
-    }
-
-    test {Synchronous fork: the child is SCHED_OTHER} {
-        fake_tree $fake {proc/sys/vm/async_fork "0\n"}
-        r config set fork-probe-root ""
-        r config set fork-probe-root $fake
-        assert_equal 0 [fork_info fork_async_enabled]
-        assert_equal 0 [held_child_policy $srv]
-    }
-}
