@@ -137,7 +137,9 @@ static const char *childCpulist(int purpose) {
  * (bgsave-cpulist, aof-rewrite-cpulist), the main thread forks with those
  * added to its own, so that fork() may place the child there, and takes
  * back its own CPUs as soon as fork() returns (no migration: it is on one
- * of them). Making the main thread SCHED_BATCH across fork() instead (no
+ * of them). The first sched_setaffinity() comes before upstream starts
+ * timing the fork (latest_fork_usec), the second inside it. Making the
+ * main thread SCHED_BATCH across fork() instead (no
  * wake-up preemption) was measured worse: the switch moved to the
  * policy's restore (contrib/async-fork/README.md). */
 static void forkWithoutPreemption(int purpose) {

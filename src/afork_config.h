@@ -2,8 +2,9 @@
  *
  * Included by config.c just before static_configs[]; AFORK_CONFIGS is
  * expanded inside that table. Each value lives with the module that owns
- * it (afork_window.h, afork_thp.h, afork_kernel.h; afork.h for fork-probe-root and fork-debug-fork-preempt), and the
- * apply functions are afork.c's.
+ * it (afork_window.h, afork_thp.h, afork_kernel.h; afork.h for
+ * fork-probe-root and fork-debug-fork-preempt), and the apply functions
+ * are afork.c's.
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 

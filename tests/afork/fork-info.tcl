@@ -405,12 +405,14 @@ proc cpus_allowed {pid} {
 # fork-debug-ready-delay holds the child at the start of its code, before
 # upstream's own call, so its CPUs then are the parent's doing. With the
 # kernel faked as synchronous, they are the parent's own (the check can
-# fail).
+# fail). The CPUs added across fork() are not seen here (bindChildEarly
+# narrows the child before its code runs): the e2e experiment shows their
+# effect (contrib/async-fork/README.md).
 set fake [file normalize [tmpdir afork-fake-cpus]]
 fake_tree $fake {proc/sys/vm/async_fork "2\n"}
 set parent_cpus [cpus_allowed [pid]]
-if {$parent_cpus eq "0"} {
-    afork_skip "the child bound from the parent: a single CPU here"
+if {![regexp {^0(-|,1(,|-|$))} $parent_cpus]} {
+    afork_skip "the child bound from the parent: needs CPUs 0 and 1, this test may use $parent_cpus"
 } else {
 start_server [list tags {"afork external:skip"} overrides [list server-cpulist 0 bgsave-cpulist 1 fork-probe-root $fake enable-debug-command yes]] {
     set srv [srv 0 pid]
