@@ -19,8 +19,9 @@
  *    fork() (so the background purge thread cannot slip in) until the window
  *    closes; explicit purges (MEMORY PURGE, FLUSHALL) are deferred to then;
  *  - the background (bio) threads wait before each job: a lazy free unmaps
- *    memory, and a thread's first zfree() creates its jemalloc tcache (so
- *    each bio thread gets a no-op job at startup);
+ *    memory, and a thread's first allocation creates its jemalloc tcache and
+ *    arena (a 2 MB mmap), so each bio thread makes it before its first job,
+ *    never while the window's flag is up;
  *  - serverCron ticks are skipped: they read /proc, resize tables, start
  *    active defrag (which itself pauses while a fork child lives). The
  *    timeout is checked there. It is fork-quiet-window-timeout, or longer
@@ -42,7 +43,6 @@
 
 #include "server.h"
 #include "afork_window.h"
-#include "bio.h"
 #include <fcntl.h>
 
 /* server.c's fork- and signal-safe localtime (localtime.c). */
@@ -291,36 +291,52 @@ int aforkWindowPurgeHeld(void) {
     return 1;
 }
 
+/* Wait while a window is open, at most its timeout from start. Called
+ * with warm_lock held when held is 1; drops it while it sleeps. */
+static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void waitWhileQuiet(monotime start, int held) {
+    long long limit_usec;
+    int q;
+    atomicGet(window_limit_usec, limit_usec);
+    atomicGet(quiet_now, q);
+    while (q && getMonotonicUs() - start < (monotime)limit_usec) {
+        if (held) pthread_mutex_unlock(&warm_lock);
+        usleep(100);
+        if (held) pthread_mutex_lock(&warm_lock);
+        atomicGet(quiet_now, q);
+    }
+}
+
+/* A thread's first allocation makes jemalloc create its tcache and, while
+ * the process has fewer arenas than jemalloc's limit, a new arena (a 2 MB
+ * mmap). Upstream's bio threads do that in their first job. Warming every
+ * bio thread up at startup would give three arenas that stock Redis does
+ * not have until it uses them, and every fork would pay for them
+ * (jemalloc's atfork handlers lock and unlock every arena's mutexes: 83
+ * first touches in the parent after fork() against 56). So each bio
+ * thread makes its first allocation just before its first job, as late as
+ * upstream, under warm_lock, which the main thread also takes to raise the
+ * window's flag: the mmap happens before a fork or after its window. */
+static __thread int thread_warmed = 0;
+
+static void warmThisThread(monotime start) {
+    pthread_mutex_lock(&warm_lock);
+    waitWhileQuiet(start, 1);
+    zfree(zmalloc(1));
+    pthread_mutex_unlock(&warm_lock);
+    thread_warmed = 1;
+}
+
 /* Background (bio) threads, before each job: wait while a window is open
  * (the flag is raised just before fork(), so a job picked up while the
  * kernel copies waits too). Bounded by the window's timeout on this side
  * as well, so a main thread that waits for a job (bioDrainWorker) inside a
  * window cannot deadlock. */
 void aforkWindowBackgroundWait(void) {
-    int q;
-    atomicGet(quiet_now, q);
-    if (!q) return;
-    long long limit_usec;
-    atomicGet(window_limit_usec, limit_usec);
-    monotime limit = (monotime)limit_usec;
     monotime start = getMonotonicUs();
-    while (q && getMonotonicUs() - start < limit) {
-        usleep(100);
-        atomicGet(quiet_now, q);
-    }
-}
-
-/* A thread's first allocation makes jemalloc create its tcache and often a
- * new arena (a 2 MB mmap). A bio thread would otherwise do that in the
- * zfree() ending its first job, which can fall inside a window: give every
- * bio thread a no-op job at startup, whose reply it allocates. */
-static void warmedUp(uint64_t data, void *ptr) {
-    UNUSED(data); UNUSED(ptr);
-}
-
-static void warmBackgroundThreads(void) {
-    for (int w = 0; w < BIO_WORKER_NUM; w++)
-        bioCreateCompRq(w, warmedUp, 0, NULL);
+    waitWhileQuiet(start, 0);
+    if (!thread_warmed) warmThisThread(start);
 }
 
 /* ------------------------------- The window ------------------------------- */
@@ -397,8 +413,10 @@ void aforkWindowBeforeFork(int quiet, long long expected_copy_usec) {
     }
     win.quiet = win.rfd != -1 && quiet;
     if (win.quiet) {
+        pthread_mutex_lock(&warm_lock);   /* no bio thread mid warm-up */
         allocatorHold();
         atomicSet(quiet_now, 1);
+        pthread_mutex_unlock(&warm_lock);
     }
 }
 
@@ -486,7 +504,6 @@ void aforkWindowInit(aforkReadyFn *on_ready) {
     /* Fault the ring in now, so a deferred line costs no new page. */
     memset(log_ring, 0, sizeof(log_ring));
     allocatorInit();
-    warmBackgroundThreads();
 }
 
 /* CONFIG RESETSTAT. */

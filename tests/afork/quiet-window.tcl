@@ -202,3 +202,32 @@ start_server [list tags {"afork repl external:skip"} overrides [list fork-quiet-
         }
     }
 }
+
+# A bio thread's first allocation makes its jemalloc arena (a 2 MB mmap).
+# redis-afork does not warm the bio threads up at startup (every arena
+# costs every fork: jemalloc's atfork handlers lock and unlock them all),
+# so the first job of one may be queued inside a window: its arena must
+# come after the window, and no bio job must have run before this test.
+start_server {tags {"afork external:skip"} overrides {fork-quiet-window yes}} {
+    proc malloc_arenas {} {
+        regexp -all -line {^arenas\[\d+\]:} [r memory malloc-stats]
+    }
+
+    test {A bio thread's first job, queued inside a window, makes its arena after the window} {
+        r eval {for i=1,2000 do redis.call('hset','afork-big',i,i) end return 1} 0
+        set arenas [malloc_arenas]
+        r config set fork-debug-ready-delay 800
+        r bgsave
+        r unlink afork-big
+        after 300
+        assert_equal 1 [getInfoProperty [r info fork] fork_quiet_window_active]
+        assert_equal 1 [s lazyfree_pending_objects]
+        assert_equal $arenas [malloc_arenas]
+        wait_for_condition 100 50 {[s lazyfreed_objects] == 1} else {
+            fail "the lazy free did not run after the window"
+        }
+        assert_equal 0 [getInfoProperty [r info fork] fork_quiet_window_active]
+        assert_equal [expr {$arenas + 1}] [malloc_arenas]
+        waitForBgsave r
+    }
+}
