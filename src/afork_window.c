@@ -291,9 +291,12 @@ int aforkWindowPurgeHeld(void) {
     return 1;
 }
 
+/* Held by a bio thread making its first allocation, and by the main
+ * thread while it raises the window's flag. */
+static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Wait while a window is open, at most its timeout from start. Called
  * with warm_lock held when held is 1; drops it while it sleeps. */
-static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void waitWhileQuiet(monotime start, int held) {
     long long limit_usec;
@@ -314,10 +317,11 @@ static void waitWhileQuiet(monotime start, int held) {
  * bio thread up at startup would give three arenas that stock Redis does
  * not have until it uses them, and every fork would pay for them
  * (jemalloc's atfork handlers lock and unlock every arena's mutexes: 83
- * first touches in the parent after fork() against 56). So each bio
- * thread makes its first allocation just before its first job, as late as
- * upstream, under warm_lock, which the main thread also takes to raise the
- * window's flag: the mmap happens before a fork or after its window. */
+ * first touches in the parent after fork() against 57 without them). So
+ * each bio thread makes its first allocation just before its first job, as
+ * late as upstream, under warm_lock, which the main thread also takes to
+ * raise the window's flag: the mmap happens before a fork or after its
+ * window. */
 static __thread int thread_warmed = 0;
 
 static void warmThisThread(monotime start) {
