@@ -199,16 +199,21 @@ def ratio(a, b):
     return a / b if b > 0 else float("inf")
 
 
+def fmt_ratio(v):
+    """A ratio as "1.23x", or "-" when a cell it needs was not run."""
+    return "    -" if v != v else f"{v:5.2f}x"
+
+
 def print_ratios(summ):
     print("\nratios (medians): afork-on fork vs stock fork; afork-on worst 1 s vs no-save control; "
           "afork-on worst save vs the worse control")
     for (kernel, mib) in sorted({(k, m) for k, m, _ in summ}):
         g = lambda c, f: summ.get((kernel, mib, c), {}).get(f, (float("nan"),))[0]
         ctl = max(g("control-idle", "worst_ms"), g("control-hog", "worst_ms"))
-        print(f"  {KERNELS.get(kernel, kernel):<11} {mib:>5} MiB: fork {ratio(g('afork-on', 'fork_ms'), g('stock', 'fork_ms')):5.2f}x stock; "
-              f"worst 1 s {ratio(g('afork-on', 'worst1s_ms'), g('control-idle', 'worst1s_ms')):5.2f}x idle control; "
-              f"worst save {ratio(g('afork-on', 'worst_ms'), ctl):5.2f}x worse control; "
-              f"CPU hog vs idle worst {ratio(g('control-hog', 'worst_ms'), g('control-idle', 'worst_ms')):5.2f}x")
+        print(f"  {KERNELS.get(kernel, kernel):<11} {mib:>5} MiB: fork {fmt_ratio(ratio(g('afork-on', 'fork_ms'), g('stock', 'fork_ms')))} stock; "
+              f"worst 1 s {fmt_ratio(ratio(g('afork-on', 'worst1s_ms'), g('control-idle', 'worst1s_ms')))} idle control; "
+              f"worst save {fmt_ratio(ratio(g('afork-on', 'worst_ms'), ctl))} worse control; "
+              f"CPU hog vs idle worst {fmt_ratio(ratio(g('control-hog', 'worst_ms'), g('control-idle', 'worst_ms')))}")
     base = [(m, summ[("e2e-stock", m, "stock")]["worst_ms"][0]) for k, m, c in summ if k == "e2e-stock" and c == "stock"]
     for mib, stock_worst in base:
         for kernel in ("e2e-patched", "e2e-optin"):
@@ -227,6 +232,10 @@ def plot(summ, path):
         print(f"e2e-table: no matplotlib: no plot ({path}); utils/install-deps.sh bench installs it")
         return
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    # One colour per series in every panel (the fork panel has no controls).
+    series = [(k, c) for k in sorted({k for k, _, _ in summ}) for c in CELLS
+              if any(kk == k and cc == c for kk, _, cc in summ)]
+    colour = {sc: f"C{i % 10}" for i, sc in enumerate(series)}
     for (title, field, ax) in (("fork (latest_fork_usec)", "fork_ms", axes[0]),
                                ("worst PING within 1 s after fork", "worst1s_ms", axes[1]),
                                ("worst PING over the save", "worst_ms", axes[2])):
@@ -236,7 +245,7 @@ def plot(summ, path):
                     continue
                 pts = sorted((m, s[field][0]) for (k, m, c), s in summ.items() if k == kernel and c == cell)
                 if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=colour[(kernel, cell)],
                             label=f"{KERNELS.get(kernel, kernel)} kernel: {cell}")
         ax.set_title(title)
         ax.set_xlabel("data (MiB of 4 KiB values)")
