@@ -297,7 +297,6 @@ static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Wait while a window is open, at most its timeout from start. Called
  * with warm_lock held when held is 1; drops it while it sleeps. */
-
 static void waitWhileQuiet(monotime start, int held) {
     long long limit_usec;
     int q;
