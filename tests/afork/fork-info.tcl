@@ -461,3 +461,55 @@ start_server [list tags {"afork external:skip"} overrides [list server-cpulist 0
 }
 }
 
+
+# fork-child-nice: every fork child gives itself that nice value, first
+# thing in its code; 0 (the default) leaves it the server's, as upstream.
+proc nice_of {pid} {
+    set fd [open /proc/$pid/stat]
+    set stat [read $fd]
+    close $fd
+    # The fields after the command name, which may hold spaces: nice is
+    # field 19 of the line, the 17th after ")".
+    return [lindex [string range $stat [expr {[string last ")" $stat] + 2}] end] 16]
+}
+
+start_server {tags {"afork external:skip"} overrides {enable-debug-command yes save ""}} {
+    set srv [srv 0 pid]
+    r debug populate 20
+
+    # The nice value of a BGSAVE child that lives about 2 s.
+    proc bgsave_child_nice {srv expected} {
+        r config set rdb-key-save-delay 100000
+        r bgsave
+        wait_for_condition 100 10 {[catch {exec pgrep -P $srv} child] == 0} else {
+            fail "no child of $srv"
+        }
+        set child [lindex $child 0]
+        wait_for_condition 100 10 {[nice_of $child] == $expected} else {
+            fail "the child's nice is [nice_of $child], not $expected"
+        }
+        exec kill -9 $child
+        waitForBgsave r
+        r config set rdb-key-save-delay 0
+    }
+
+    test {fork-child-nice: the child at the configured nice value, the server unchanged} {
+        assert_equal 0 [fork_info fork_child_nice]
+        bgsave_child_nice $srv 0
+        r config set fork-child-nice 19
+        assert_equal 19 [fork_info fork_child_nice]
+        bgsave_child_nice $srv 19
+        assert_equal 0 [nice_of $srv]
+        r config set fork-child-nice 0
+    }
+
+    test {fork-child-nice: values outside 0..19 are refused, naming the option} {
+        r config set fork-child-nice 7
+        foreach bad {-1 20 x} {
+            catch {r config set fork-child-nice $bad} err
+            assert_match {*fork-child-nice*} $err
+        }
+        assert_equal 7 [lindex [r config get fork-child-nice] 1]
+        r config set fork-child-nice 0
+    }
+}
