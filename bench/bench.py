@@ -75,10 +75,6 @@ VARIANTS = {
     "afork-thp-onevma": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
                                    str(COLLAPSE_RATE_MB_S),
                                    "--fork-thp-vma-size", "0"]),
-    # The same with the save child at nice 19 (fork-child-nice): does the
-    # main thread still wait for a CPU while the child lives?
-    "afork-thp-nice": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
-                                 str(COLLAPSE_RATE_MB_S), "--fork-child-nice", "19"]),
 }
 # scenario -> default variants
 SCENARIOS = {
@@ -90,7 +86,7 @@ SCENARIOS = {
 # dataset: every page copied once (2x); huge pages add fragmentation; a peer
 # is unknown, so it gets a margin.
 MEMORY_FACTOR = {"stock": 2.0, "redis-afork": 2.0, "afork-thp": 2.1,
-                 "afork-thp-collapse": 2.1, "afork-thp-onevma": 2.1, "afork-thp-nice": 2.1}
+                 "afork-thp-collapse": 2.1, "afork-thp-onevma": 2.1}
 PEER_MEMORY_FACTOR = 2.25
 MEMORY_EXTRA = 512 * MIB
 

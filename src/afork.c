@@ -41,8 +41,6 @@
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"
-#include <errno.h>
-#include <sys/resource.h>
 #include "afork_window.h"
 #include "afork_stats.h"
 #include "afork_kernel.h"
@@ -63,14 +61,6 @@ char *afork_probe_root = NULL;
  * CPUs even on an Async-fork kernel (the behaviour before
  * forkWithoutPreemption), for A/B experiments. */
 int afork_debug_fork_preempt = 0;
-
-/* Config fork-child-nice: the nice value every fork child gives itself, 0 =
- * keep the server's (upstream). On a machine with no CPU to spare the
- * save child otherwise takes a CPU from the main thread at equal weight:
- * the main thread, runnable, waited 10-20 ms for it in the worst client
- * stalls of a 4 GB save on 2 cores (bench/README.md, "The child at a lower
- * priority"). */
-int afork_child_nice = 0;
 
 /* The fork in progress, or the last one: what the stats need from it. */
 static struct {
@@ -181,20 +171,9 @@ void aforkBeforeFork(int purpose) {
     fork_now.start = getMonotonicUs();
 }
 
-/* In the child: a nice value above the server's own (raising it needs no
- * privilege; a lower one is left alone). Async-signal-safe. */
-static void lowerChildPriority(void) {
-    if (afork_child_nice <= 0) return;
-    errno = 0;
-    int current = getpriority(PRIO_PROCESS, 0);
-    if (errno == 0 && afork_child_nice > current)
-        setpriority(PRIO_PROCESS, 0, afork_child_nice);
-}
-
 /* redisFork, first thing in the child. Async-signal-safe. */
 void aforkInChild(void) {
     aforkWindowInChild();
-    lowerChildPriority();
 }
 
 /* On an Async-fork kernel the child copies the page tables left to it
@@ -311,7 +290,6 @@ sds aforkInfoFork(sds info, int wanted, int *sections) {
     if (!wanted) return info;
     if ((*sections)++) info = sdscat(info, "\r\n");
     info = sdscat(info, "# Fork\r\n");
-    info = sdscatprintf(info, "fork_child_nice:%d\r\n", afork_child_nice);
     info = aforkKernelInfo(info);
     info = aforkStatsInfo(info);
     info = aforkWindowInfo(info, quietWindowWanted());

@@ -56,7 +56,6 @@ pid_t aforkSpawnScript(char **argv);
 /* Config owned by afork.c (afork_config.h rows and their apply functions). */
 extern char *afork_probe_root;
 extern int afork_debug_fork_preempt;
-extern int afork_child_nice;
 int aforkApplyProbeRoot(const char **err);
 int aforkApplyAsyncOptIn(const char **err);
 int aforkApplyThpTuning(const char **err);

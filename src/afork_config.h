@@ -3,8 +3,8 @@
  * Included by config.c just before static_configs[]; AFORK_CONFIGS is
  * expanded inside that table. Each value lives with the module that owns
  * it (afork_window.h, afork_thp.h, afork_kernel.h; afork.h for
- * fork-probe-root, fork-debug-fork-preempt and fork-child-nice), and the
- * apply functions are afork.c's.
+ * fork-probe-root and fork-debug-fork-preempt), and the apply functions
+ * are afork.c's.
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
@@ -27,7 +27,6 @@ static configEnum afork_quiet_window_enum[] = {
     createIntConfig("fork-quiet-window-timeout", NULL, MODIFIABLE_CONFIG, 1, 60000, afork_quiet_window_timeout_ms, 1000, INTEGER_CONFIG, NULL, NULL), \
     createIntConfig("fork-debug-ready-delay", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG | DEBUG_CONFIG, 0, 60000, afork_debug_ready_delay_ms, 0, INTEGER_CONFIG, NULL, NULL), \
     createBoolConfig("fork-debug-fork-preempt", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG | DEBUG_CONFIG, afork_debug_fork_preempt, 0, NULL, NULL), \
-    createIntConfig("fork-child-nice", NULL, MODIFIABLE_CONFIG, 0, 19, afork_child_nice, 0, INTEGER_CONFIG, NULL, NULL), \
     createBoolConfig("fork-async-optin", NULL, MODIFIABLE_CONFIG, afork_async_optin, 1, NULL, aforkApplyAsyncOptIn), \
     createBoolConfig("fork-thp", NULL, IMMUTABLE_CONFIG, afork_fork_thp, 0, NULL, NULL), \
     createIntConfig("fork-thp-collapse-rate", NULL, MODIFIABLE_CONFIG, 0, 100000, afork_thp_collapse_rate_mb, 256, INTEGER_CONFIG, NULL, aforkApplyThpTuning), \
