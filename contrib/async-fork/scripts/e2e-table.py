@@ -210,10 +210,11 @@ def print_ratios(summ):
     for (kernel, mib) in sorted({(k, m) for k, m, _ in summ}):
         g = lambda c, f: summ.get((kernel, mib, c), {}).get(f, (float("nan"),))[0]
         ctl = max(g("control-idle", "worst_ms"), g("control-hog", "worst_ms"))
-        print(f"  {KERNELS.get(kernel, kernel):<11} {mib:>5} MiB: fork {fmt_ratio(ratio(g('afork-on', 'fork_ms'), g('stock', 'fork_ms')))} stock; "
-              f"worst 1 s {fmt_ratio(ratio(g('afork-on', 'worst1s_ms'), g('control-idle', 'worst1s_ms')))} idle control; "
-              f"worst save {fmt_ratio(ratio(g('afork-on', 'worst_ms'), ctl))} worse control; "
-              f"CPU hog vs idle worst {fmt_ratio(ratio(g('control-hog', 'worst_ms'), g('control-idle', 'worst_ms')))}")
+        rx = lambda a, b: fmt_ratio(ratio(a, b))
+        print(f"  {KERNELS.get(kernel, kernel):<11} {mib:>5} MiB: fork {rx(g('afork-on', 'fork_ms'), g('stock', 'fork_ms'))} stock; "
+              f"worst 1 s {rx(g('afork-on', 'worst1s_ms'), g('control-idle', 'worst1s_ms'))} idle control; "
+              f"worst save {rx(g('afork-on', 'worst_ms'), ctl)} worse control; "
+              f"CPU hog vs idle worst {rx(g('control-hog', 'worst_ms'), g('control-idle', 'worst_ms'))}")
     base = [(m, summ[("e2e-stock", m, "stock")]["worst_ms"][0]) for k, m, c in summ if k == "e2e-stock" and c == "stock"]
     for mib, stock_worst in base:
         for kernel in ("e2e-patched", "e2e-optin"):
