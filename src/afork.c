@@ -17,8 +17,6 @@
  *                    LATENCY DOCTOR and --check-system advice
  *   afork_thp.c      fork-thp: the keyspace in huge pages, and the thread
  *                    that re-collapses them after each child
- *   afork_dismiss.c  fork-thp: the fork child gives back the huge pages
- *                    of what it has saved, whole
  *   afork_spawn.c    Sentinel's scripts started with posix_spawn
  *   afork_util.c     helpers any module may use: /proc and /sys reading,
  *                    the kernel version, jemalloc options
@@ -30,7 +28,6 @@
  *   before fork      thp, system (their threads start nothing new), window,
  *                    kernel (its counters), stats
  *   in child         window
- *   child dismisses  dismiss (with whether the heap is in huge pages)
  *   after fork       window, stats
  *   child ready      stats, kernel (through the window's ready pipe)
  *   child gone       stats, kernel, thp
@@ -49,7 +46,6 @@
 #include "afork_kernel.h"
 #include "afork_system.h"
 #include "afork_thp.h"
-#include "afork_dismiss.h"
 #include "afork_spawn.h"
 #include "afork_util.h"
 
@@ -178,11 +174,6 @@ void aforkBeforeFork(int purpose) {
 /* redisFork, first thing in the child. Async-signal-safe. */
 void aforkInChild(void) {
     aforkWindowInChild();
-}
-
-/* dismissMemory(), in a fork child: fork-thp gives back whole huge pages. */
-int aforkChildDismiss(void *ptr) {
-    return aforkDismissAllocation(ptr, aforkThpHeapWanted());
 }
 
 /* On an Async-fork kernel the child copies the page tables left to it

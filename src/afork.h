@@ -28,7 +28,6 @@ void aforkBeforeFork(int purpose);
 void aforkInChild(void);
 void aforkAfterFork(pid_t childpid);
 void aforkChildGone(void);
-int aforkChildDismiss(void *ptr);   /* dismissMemory: 1 = done here */
 
 /* The event loop (serverCron, beforeSleep). */
 int aforkCron(void);     /* 1 = skip this tick */

@@ -17,10 +17,10 @@
  *    alternatives: a je_malloc_conf symbol is fixed at build time, and an
  *    environment variable the operator must set goes out of sync with the
  *    config file.)
- *  - disable-thp is not applied (it would undo the above) and an inherited
- *    PR_SET_THP_DISABLE is cleared. server.thp_enabled stays 0, so the fork
- *    child still gives back what it has saved (dismissMemory()), but whole
- *    huge pages at a time (afork_dismiss.c).
+ *  - disable-thp is not applied (it would undo the above), an inherited
+ *    PR_SET_THP_DISABLE is cleared, and server.thp_enabled is set so the
+ *    fork child keeps skipping dismissMemoryInChild() as upstream does
+ *    when THP is on.
  *  - refused (log line, INFO fork_thp_heap says why) on kernels older than
  *    5.8, where a copy-on-write fault copies 2 MiB, and when THP is "never".
  *
@@ -70,6 +70,7 @@
 #include "afork_thp.h"
 #include "afork_util.h"
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 
@@ -79,6 +80,18 @@
 #ifndef PR_SET_THP_DISABLE
 #define PR_SET_THP_DISABLE 41
 #endif
+
+/* PAGEMAP_SCAN (Linux 6.7+, linux/fs.h), declared here for older headers. */
+#define AFORK_PAGE_IS_PRESENT (1ULL << 3)
+#define AFORK_PAGE_IS_HUGE (1ULL << 6)
+struct afork_pm_scan_arg {
+    uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
+    uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+struct afork_page_region {
+    uint64_t start, end, categories;
+};
+#define AFORK_PAGEMAP_SCAN _IOWR('f', 16, struct afork_pm_scan_arg)
 
 #define HUGE_SIZE (2ULL << 20)
 #define HUGE_PAGES 512
@@ -196,6 +209,7 @@ void aforkThpHeapSetup(void) {
         return;
     }
     prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
+    server.thp_enabled = 1;
     thp.heap = 1;
     snprintf(thp.why, sizeof(thp.why), "on");
     serverLog(LL_NOTICE, "fork-thp yes: the keyspace is in transparent huge pages (jemalloc "
@@ -208,6 +222,26 @@ int aforkThpHeapWanted(void) {
 }
 
 /* ---------------------------------------------------------------- the walk */
+
+/* Resident and huge 4 KiB pages of [start, start + 2 MiB); -1 on error. */
+static int scanRange(int pm, uint64_t start, int *resident, int *huge) {
+    struct afork_page_region regions[HUGE_PAGES];
+    struct afork_pm_scan_arg arg = {
+        .size = sizeof(arg), .start = start, .end = start + HUGE_SIZE,
+        .vec = (uint64_t)(uintptr_t)regions, .vec_len = HUGE_PAGES,
+        .category_mask = AFORK_PAGE_IS_PRESENT,
+        .return_mask = AFORK_PAGE_IS_PRESENT | AFORK_PAGE_IS_HUGE,
+    };
+    int n = ioctl(pm, AFORK_PAGEMAP_SCAN, &arg);
+    if (n < 0) return -1;
+    *resident = *huge = 0;
+    for (int i = 0; i < n; i++) {
+        int pages = (int)((regions[i].end - regions[i].start) / 4096);
+        *resident += pages;
+        if (regions[i].categories & AFORK_PAGE_IS_HUGE) *huge += pages;
+    }
+    return 0;
+}
 
 static int collapseAllowedNow(void) {
     int allowed, stop;
@@ -364,7 +398,7 @@ static void collapsePass(int maps_fd, int pm) {
         uint64_t lo = (start + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1), hi = end & ~(HUGE_SIZE - 1);
         for (uint64_t a = lo; a < hi && !p.stopped && !p.no_collapse; a += HUGE_SIZE) {
             int resident, huge;
-            if (aforkScanHugeRange(pm, a, &resident, &huge) == 0) collapseRange(a, resident, huge, &p);
+            if (scanRange(pm, a, &resident, &huge) == 0) collapseRange(a, resident, huge, &p);
         }
     }
     if (!p.stopped && !p.no_collapse) cut_size = size;
@@ -415,7 +449,7 @@ static int pagemapScanWorks(int pm) {
     int resident, huge;
     static char probe[4096];
     probe[0] = 1;
-    return aforkScanHugeRange(pm, (uint64_t)(uintptr_t)probe & ~(HUGE_SIZE - 1), &resident, &huge) == 0;
+    return scanRange(pm, (uint64_t)(uintptr_t)probe & ~(HUGE_SIZE - 1), &resident, &huge) == 0;
 }
 
 /* CONFIG SET fork-thp-collapse-rate, fork-thp-vma-size: hand the new values

@@ -6,8 +6,7 @@
  *    "Name:   123 kB" field;
  *  - the running kernel's version, and jemalloc's string options;
  *  - cpulists: parsing one, binding another task to one (upstream binds
- *    only itself);
- *  - what of a 2 MiB range is resident, and mapped huge (PAGEMAP_SCAN).
+ *    only itself).
  *
  * These keep no state and call no other afork file (afork.c explains how the
  * files fit together).
@@ -18,7 +17,6 @@
 #include "afork_util.h"
 #include <fcntl.h>
 #include <sched.h>
-#include <sys/ioctl.h>
 #include <sys/utsname.h>
 
 /* Read a /proc or /sys file into buf (NUL-terminated, truncated to fit).
@@ -142,36 +140,3 @@ int aforkSetTaskCpus(pid_t pid, const char *cpulist) {
 #endif
 }
 
-/* PAGEMAP_SCAN (Linux 6.7+, linux/fs.h), declared here for older headers. */
-#define AFORK_PAGE_IS_PRESENT (1ULL << 3)
-#define AFORK_PAGE_IS_HUGE (1ULL << 6)
-struct afork_pm_scan_arg {
-    uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
-    uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-struct afork_page_region {
-    uint64_t start, end, categories;
-};
-#define AFORK_PAGEMAP_SCAN _IOWR('f', 16, struct afork_pm_scan_arg)
-
-/* Resident and huge-mapped 4 KiB pages of [start, start + 2 MiB) in this
- * process (pm: its /proc/self/pagemap); -1 on error, or when the kernel has
- * no PAGEMAP_SCAN (before 6.7). */
-int aforkScanHugeRange(int pm, uint64_t start, int *resident, int *huge) {
-    struct afork_page_region regions[512];
-    struct afork_pm_scan_arg arg = {
-        .size = sizeof(arg), .start = start, .end = start + (2ULL << 20),
-        .vec = (uint64_t)(uintptr_t)regions, .vec_len = 512,
-        .category_mask = AFORK_PAGE_IS_PRESENT,
-        .return_mask = AFORK_PAGE_IS_PRESENT | AFORK_PAGE_IS_HUGE,
-    };
-    int n = ioctl(pm, AFORK_PAGEMAP_SCAN, &arg);
-    if (n < 0) return -1;
-    *resident = *huge = 0;
-    for (int i = 0; i < n; i++) {
-        int pages = (int)((regions[i].end - regions[i].start) / 4096);
-        *resident += pages;
-        if (regions[i].categories & AFORK_PAGE_IS_HUGE) *huge += pages;
-    }
-    return 0;
-}

@@ -8,7 +8,6 @@
 #ifndef AFORK_UTIL_H
 #define AFORK_UTIL_H
 
-#include <stdint.h>
 #include <sys/types.h>
 #include <sched.h>
 
@@ -20,6 +19,5 @@ int aforkLinuxAtLeast(int major, int minor);
 const char *aforkJemallocOpt(const char *name);
 int aforkCpulistAdd(const char *cpulist, cpu_set_t *set);
 int aforkSetTaskCpus(pid_t pid, const char *cpulist);
-int aforkScanHugeRange(int pm, uint64_t start, int *resident, int *huge);
 
 #endif /* AFORK_UTIL_H */

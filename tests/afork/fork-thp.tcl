@@ -73,16 +73,6 @@ proc save_stop {pid} {
     }
 }
 
-# Rss and AnonHugePages (kB) of a process, from its smaps_rollup.
-proc thp_rss_huge_kb {pid} {
-    set fd [open /proc/$pid/smaps_rollup]
-    set text [read $fd]
-    close $fd
-    regexp {\nRss:\s+(\d+) kB} $text -> rss
-    regexp {AnonHugePages:\s+(\d+) kB} $text -> huge
-    return [list $rss $huge]
-}
-
 proc thp_unavailable {} {
     if {![file readable /sys/kernel/mm/transparent_hugepage/enabled]} {
         return "this kernel has no transparent huge pages"
@@ -308,50 +298,6 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         r debug reload
         assert_equal [r dbsize] 600000
         assert_equal [r getrange key:8 0 0] z
-    }
-}
-
-# The save child gives back what it has saved (upstream's dismiss), under
-# fork-thp by whole huge pages (afork_dismiss.c).
-start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-command yes}} {
-    set pid [srv 0 pid]
-
-    test {fork-thp: the save child gives back whole huge pages of the values it has saved} {
-        # 96 values of 1 MiB (allocations of 1.25 MiB) in db 0, saved first;
-        # 50000 small keys in db 9 (the test client's) keep the child alive
-        # after them.
-        r select 0
-        r debug populate 96 big 1048576
-        r select 9
-        r debug populate 50000 small 8
-        save_and_wait_pass
-        set digest [r debug digest]
-        r config set rdb-key-save-delay 100
-        save_start
-        set child [get_child_pid 0]
-        # The child reports its progress every 1024 keys: past db 0.
-        wait_for_condition 300 100 {[s current_save_keys_processed] > 1000} else {
-            fail "the child did not get past the large values"
-        }
-        lassign [thp_rss_huge_kb $pid] parent_rss parent_huge
-        lassign [thp_rss_huge_kb $child] child_rss child_huge
-        # Most 2 MiB ranges of the values hold nothing else: given back.
-        set given [expr {$parent_rss - $child_rss}]
-        assert_morethan $given [expr {64 * 1024}]
-        # Whole: the child lost no more huge pages than it gave back, and the
-        # ranges that also hold other data stay huge in it (a 4 KiB dismiss
-        # splits every range it touches: 2 MB left huge here, against 18-20).
-        assert_lessthan_equal [expr {$parent_huge - $child_huge}] [expr {$given + 8 * 1024}]
-        assert_morethan $child_huge [expr {8 * 1024}]
-        # The parent's writes meanwhile do not reach the snapshot, and the
-        # child read every value before it gave it back.
-        r select 0
-        r eval {for i = 0, 95 do redis.call('setrange', 'big:' .. i, 0, 'changed') end} 0
-        r select 9
-        waitForBgsave r
-        r config set rdb-key-save-delay 0
-        r debug reload nosave
-        assert_equal [r debug digest] $digest
     }
 }
 }
