@@ -11,7 +11,12 @@
 # page faults with perf (tracepoints exceptions:page_fault_user/_kernel,
 # syscalls:sys_exit_clone, syscalls:sys_enter_epoll_wait) over 10 BGSAVEs,
 # and prints per fork the faults from clone()'s return in the parent to its
-# next epoll_wait, the distinct pages and the distinct 2 MiB page tables.
+# next epoll_wait, the distinct pages and the distinct 2 MiB page tables,
+# and the same for the part inside fork() (to the return of libc's fork(),
+# a uretprobe: jemalloc's and libc's atfork handlers), with the mapping of
+# each 2 MiB table written inside fork() and whether it lies wholly in one
+# anonymous mapping (what an Async-fork kernel leaves to the child, so that
+# a write there copies the whole table inside fork()).
 # OUTDIR gets the perf data, the script output, the server's maps and its
 # arenas (MEMORY MALLOC-STATS). Needs root, perf and redis-cli ($REDIS_CLI,
 # default: next to REDIS-SERVER). Counts, not times: it may run beside
@@ -32,7 +37,11 @@ pid=$(rc info server | tr -d '\r' | sed -n 's/^process_id://p')
 rc memory malloc-stats | grep -E '^arenas\[' | tr '\n' ' ' >"$out/arenas.txt"
 echo "$(wc -l <"/proc/$pid/maps") VMAs, $(ls "/proc/$pid/task" | wc -l) threads" >>"$out/arenas.txt"
 cp "/proc/$pid/maps" "$out/maps.txt"
-perf record -q -o "$out/perf.data" -t "$pid" -e syscalls:sys_exit_clone \
+libc=$(awk '$6 ~ /\/libc\.so/ { print $6; exit }' "/proc/$pid/maps")
+perf probe -q -d 'probe_libc:fork__return' 2>/dev/null || true
+perf probe -q -x "$libc" 'fork%return' >/dev/null
+trap 'rc shutdown nosave >/dev/null 2>&1 || true; perf probe -q -d "probe_libc:fork__return" 2>/dev/null || true' EXIT
+perf record -q -o "$out/perf.data" -t "$pid" -e syscalls:sys_exit_clone -e probe_libc:fork__return \
     -e syscalls:sys_enter_epoll_wait -e exceptions:page_fault_user \
     -e exceptions:page_fault_kernel 2>/dev/null &
 perf_pid=$!
@@ -54,8 +63,12 @@ for line in open(sys.argv[1]):
     if "sys_exit_clone" in line:
         m = re.search(r"0x([0-9a-f]+)", line.split("sys_exit_clone", 1)[1])
         if m and int(m.group(1), 16) != 0:     # the parent's return
-            cur = {"faults": 0, "pages": set(), "tables": set()}
+            cur = {"faults": 0, "pages": set(), "tables": set(), "inside": None}
             forks.append(cur)
+    elif "fork__return" in line:
+        if cur is not None and cur["inside"] is None:
+            cur["inside"] = {"faults": cur["faults"], "pages": set(cur["pages"]),
+                             "tables": set(cur["tables"])}
     elif "epoll_wait" in line:
         cur = None
     elif cur is not None and "page_fault" in line:
@@ -74,6 +87,19 @@ def where(page):
 print("faults per fork", [f["faults"] for f in forks])
 print("distinct pages", [len(f["pages"]) for f in forks])
 print("distinct 2 MiB tables", [len(f["tables"]) for f in forks])
+inside = [f["inside"] or {"faults": 0, "pages": set(), "tables": set()} for f in forks]
+print("inside fork(): faults per fork", [i["faults"] for i in inside])
+print("inside fork(): distinct 2 MiB tables", [len(i["tables"]) for i in inside])
+def table_kind(t):
+    lo, hi = t << 21, (t + 1) << 21
+    for mlo, mhi, n in maps:
+        if mlo <= lo and hi <= mhi:
+            return n + (" (whole table)" if n in ("[anon]", "[heap]") else "")
+    return where(lo >> 12) + " (part of the table)"
+if forks:
+    print("inside fork(), last fork's tables:",
+          "; ".join(f"{t << 21:#x} {table_kind(t)}: {sum(1 for p in inside[-1]['pages'] if p >> 9 == t)} pages"
+                    for t in sorted(inside[-1]["tables"])))
 if forks:
     by = {}
     for p in forks[-1]["pages"]:

@@ -3,10 +3,21 @@
  * all resident. Prints, per size, the median and max time fork() takes to
  * return in the parent and the time until the child first runs.
  * The same binary runs on the host for comparison (forktest fork-time).
+ *
+ * With AFORK_FORKTIME_TOUCH (a list of counts, e.g. "0 4 16 64") the parent
+ * also writes one word in that many distinct 2 MiB page tables of the region
+ * from a pthread_atfork() parent handler, inside fork() as a real program's
+ * atfork handlers do (jemalloc unlocks every arena's mutexes there). On an
+ * Async-fork kernel each such write copies a table the child has not
+ * copied yet, so the slope of fork time over the count is what one table
+ * touched inside fork() costs the parent. Those forks are interleaved
+ * (every repetition runs each count once, in rotated order) and reported
+ * as AFORK-FORKTOUCH lines, one per size and count.
  */
 #include "common.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +26,26 @@
 #include <unistd.h>
 
 #define MAX_REPS 100
+#define MAX_TOUCH_COUNTS 16
+#define PAGES_PER_TABLE (HUGE_SIZE / PAGE_SIZE)
+
+/* What the atfork parent handler writes: word 1 (the child checks word 0)
+ * of the first page of `count` tables spread over the whole tables of the
+ * region (from `base`, its first 2 MiB boundary, for `ntables` tables). */
+static struct {
+    uint64_t *base;
+    size_t ntables;
+    size_t count;
+} touch;
+
+static void touch_tables_in_parent(void)
+{
+    for (size_t i = 0; i < touch.count; i++) {
+        size_t table = i * touch.ntables / touch.count;
+
+        touch.base[table * PAGES_PER_TABLE * WORDS_PER_PAGE + 1]++;
+    }
+}
 
 struct fork_sample {
     double fork_us;          /* fork() call to its return in the parent */
@@ -88,7 +119,40 @@ static int time_one_fork(const uint64_t *base, size_t npages, volatile uint64_t 
     return 0;
 }
 
-static int time_size(unsigned long mib, int reps, volatile uint64_t *ready_ns)
+/* Forks with `counts[c]` tables touched inside fork(), interleaved. */
+static int time_touches(uint64_t *base, size_t npages, unsigned long mib, int reps,
+                        const unsigned long *counts, int ncounts, volatile uint64_t *ready_ns)
+{
+    static double fork_us[MAX_TOUCH_COUNTS][MAX_REPS], ready_us[MAX_TOUCH_COUNTS][MAX_REPS];
+    struct fork_sample s;
+    int rc = 0;
+
+    uintptr_t first = ((uintptr_t)base + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
+
+    touch.base = (uint64_t *)first;
+    touch.ntables = ((uintptr_t)base + npages * PAGE_SIZE - first) / HUGE_SIZE;
+    for (int i = 0; i < reps && rc == 0; i++) {
+        for (int k = 0; k < ncounts && rc == 0; k++) {
+            int c = (i + k) % ncounts;
+
+            touch.count = counts[c] < touch.ntables ? counts[c] : touch.ntables;
+            rc = time_one_fork(base, npages, ready_ns, &s);
+            touch.count = 0;
+            fork_us[c][i] = s.fork_us;
+            ready_us[c][i] = s.ready_us;
+        }
+    }
+    for (int c = 0; c < ncounts && rc == 0; c++)
+        printf("AFORK-FORKTOUCH mib=%lu touch=%lu reps=%d fork_median_us=%.0f fork_max_us=%.0f "
+               "ready_median_us=%.0f ready_max_us=%.0f\n",
+               mib, counts[c], reps, median_of(fork_us[c], reps), max_of(fork_us[c], reps),
+               median_of(ready_us[c], reps), max_of(ready_us[c], reps));
+    fflush(stdout);
+    return rc;
+}
+
+static int time_size(unsigned long mib, int reps, const unsigned long *counts, int ncounts,
+                     volatile uint64_t *ready_ns)
 {
     size_t npages = mib * MIB / PAGE_SIZE;
     uint64_t *base = map_anon(npages * PAGE_SIZE, 0);
@@ -113,11 +177,14 @@ static int time_size(unsigned long mib, int reps, volatile uint64_t *ready_ns)
                mib, reps, median_of(fork_us, reps), max_of(fork_us, reps),
                median_of(ready_us, reps), max_of(ready_us, reps));
     fflush(stdout);
+    if (rc == 0 && ncounts > 0)
+        rc = time_touches(base, npages, mib, reps, counts, ncounts, ready_ns);
     unmap(base, npages * PAGE_SIZE);
     return rc;
 }
 
-int run_fork_time(const unsigned long *sizes_mib, int nsizes, int reps)
+int run_fork_time(const unsigned long *sizes_mib, int nsizes, int reps,
+                  const unsigned long *touch_counts, int ncounts)
 {
     volatile uint64_t *ready_ns = mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE,
                                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -127,32 +194,46 @@ int run_fork_time(const unsigned long *sizes_mib, int nsizes, int reps)
         die_errno("mmap shared page");
     if (reps < 1 || reps > MAX_REPS)
         return fail("repetitions must be 1..%d, not %d", MAX_REPS, reps);
+    if (ncounts > 0 && pthread_atfork(NULL, touch_tables_in_parent, NULL) != 0)
+        return fail("pthread_atfork failed");
     for (int i = 0; i < nsizes && rc == 0; i++)
-        rc = time_size(sizes_mib[i], reps, ready_ns);
+        rc = time_size(sizes_mib[i], reps, touch_counts, ncounts, ready_ns);
     munmap((void *)ready_ns, PAGE_SIZE);
     return rc;
 }
 
-/* Sizes from AFORK_FORKTIME_MIB ("512 1024 2048 4096" by default), reps
- * from AFORK_FORKTIME_REPS (10). */
-static int fork_time_test(void)
+/* Up to `max` numbers of the space-separated list `s` into v; their count. */
+static int parse_list(const char *s, unsigned long *v, int max)
 {
-    const char *env = getenv("AFORK_FORKTIME_MIB"), *reps_env = getenv("AFORK_FORKTIME_REPS");
-    unsigned long sizes[16];
-    int n = 0, reps = reps_env && *reps_env ? atoi(reps_env) : 10;
-    char *end, *s = (char *)(env && *env ? env : "512 1024 2048 4096");
+    char *end;
+    int n = 0;
 
-    while (n < 16) {
-        unsigned long v = strtoul(s, &end, 10);
+    while (n < max) {
+        unsigned long x = strtoul(s, &end, 10);
 
         if (end == s)
             break;
-        sizes[n++] = v;
+        v[n++] = x;
         s = end;
     }
+    return n;
+}
+
+/* Sizes from AFORK_FORKTIME_MIB ("512 1024 2048 4096" by default), reps
+ * from AFORK_FORKTIME_REPS (10), touched-table counts from
+ * AFORK_FORKTIME_TOUCH (none by default). */
+static int fork_time_test(void)
+{
+    const char *env = getenv("AFORK_FORKTIME_MIB"), *reps_env = getenv("AFORK_FORKTIME_REPS");
+    const char *touch_env = getenv("AFORK_FORKTIME_TOUCH");
+    unsigned long sizes[16], counts[MAX_TOUCH_COUNTS];
+    int reps = reps_env && *reps_env ? atoi(reps_env) : 10;
+    int n = parse_list(env && *env ? env : "512 1024 2048 4096", sizes, 16);
+    int ncounts = touch_env ? parse_list(touch_env, counts, MAX_TOUCH_COUNTS) : 0;
+
     if (n == 0)
         return fail("AFORK_FORKTIME_MIB has no sizes");
-    return run_fork_time(sizes, n, reps);
+    return run_fork_time(sizes, n, reps, counts, ncounts);
 }
 
 const struct test_case forktime_tests[] = {
