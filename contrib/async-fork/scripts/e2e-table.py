@@ -19,7 +19,10 @@ fork left to the child, how many the child copied, and each the parent
 copied itself, by cause, with the parent's copy time. A third table gives
 redis-afork's own account of its forks (the "# info" lines: its
 after-fork hook's share of the fork time, CPU time, faults and involuntary
-switches across fork(), child ready, quiet window). --check:
+switches across fork(), child ready, quiet window). A fourth, when a boot
+ran redis-forkcost: forktest's fork time with N page tables written inside
+fork() (the slope is what one such table costs the parent) and the idle
+BGSAVEs' fork cost per server. --check:
 exit 1 when, on a patched kernel, redis-afork (quiet window on) has a
 median fork time over 1.5x stock 8.0.6's + 1 ms, or a median worst PING
 within 1 s after the fork over 2x stock's + 5 ms (the CI comparison: 3
@@ -258,6 +261,55 @@ def plot(summ, path):
     print(f"e2e-table: plot in {path}")
 
 
+def fields_of(line):
+    return dict(kv.split("=", 1) for kv in line.split()[1:] if "=" in kv)
+
+
+def slope(points):
+    """Least-squares slope of (x, y) points; None with fewer than 2 x."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+
+
+def print_forkcost(results, labels):
+    """The redis-forkcost step's lines (guest/redis-e2e forkcost)."""
+    for label in labels:
+        path = os.path.join(results, label, "console.txt")
+        if not os.path.exists(path):
+            continue
+        touch, vmas, saves = [], [], {}
+        for line in open(path, errors="replace"):
+            if line.startswith("AFORK-FORKTOUCH "):
+                touch.append(fields_of(line))
+            elif line.startswith("AFORK-FORKVMAS "):
+                vmas.append(fields_of(line))
+            elif line.startswith("AFORK-FORKCOST "):
+                f = fields_of(line)
+                saves.setdefault(f["cell"], []).append(f)
+        if not touch and not saves:
+            continue
+        print(f"\nFork cost, idle ({KERNELS.get(label, label)} kernel; median [min-max], us):")
+        for lines, key, what in ((touch, "touch", "table written inside fork()"),
+                                 (vmas, "vmas", "more mapping")):
+            if not lines:
+                continue
+            pts = [(int(t[key]), float(t["fork_median_us"])) for t in lines]
+            b = slope(pts)
+            print(f"  forktest, fork() by {key}: " + ", ".join(f"{n}: {us:.0f}" for n, us in pts) +
+                  (f"; one {what} costs the parent {b:.1f} us (slope)" if b is not None else ""))
+        cols = ("fork_usec", "alone_usec", "cpu_usec", "hook_usec", "faults", "parent_tables")
+        print("  " + "cell".ljust(12) + "".join(c.rjust(20) for c in cols))
+        for cell, rs in saves.items():
+            out = []
+            for c in cols:
+                v = [float(r[c]) for r in rs if c in r]
+                out.append(f"{statistics.median(v):.0f} [{min(v):.0f}-{max(v):.0f}]" if v else "-")
+            print("  " + f"{cell} x{len(rs)}".ljust(12) + "".join(o.rjust(20) for o in out))
+
+
 def check(summ):
     bad = []
     for (kernel, mib, cell), s in summ.items():
@@ -288,6 +340,7 @@ def main(argv):
     rows = read_rounds(results, labels)
     if not rows:
         print("e2e-table: no AFORK-E2E lines")
+        print_forkcost(results, labels)
         return 1
     write_tsv(results, rows)
     summ = summary(rows)
@@ -295,6 +348,7 @@ def main(argv):
     print_ratios(summ)
     print_account(rows)
     unexplained = print_counters(rows)
+    print_forkcost(results, labels)
     if plot_path:
         plot(summ, plot_path)
     if do_check:

@@ -321,7 +321,8 @@ redis_e2e() {
 }
 
 # make kernel-e2e: the whole experiment, one boot per kernel mode; the
-# patched boot also runs the full consistency check (20 rounds).
+# patched boot also runs the full consistency check (20 rounds) and the
+# idle fork-cost step (redis-forkcost, at the first latency size).
 redis_experiment() {
     local boot
     e2e_labels=''
@@ -330,8 +331,8 @@ redis_experiment() {
         e2e_labels="$e2e_labels e2e-$boot"
         case $boot in
         stock) phase "e2e stock" e2e_boot stock e2e-stock redis-latency ;;
-        patched) phase "e2e patched" e2e_boot patched e2e-patched redis-consistency,redis-latency \
-                     --sysctl vm.async_fork=2 ;;
+        patched) phase "e2e patched" e2e_boot patched e2e-patched \
+                     redis-consistency,redis-latency,redis-forkcost --sysctl vm.async_fork=2 ;;
         optin) phase "e2e opt-in" e2e_boot patched e2e-optin redis-latency --sysctl vm.async_fork=1 ;;
         esac
     done

@@ -114,9 +114,6 @@ extern const struct test_case lifecycle_tests[];
 extern const struct test_case session_tests[];
 extern const struct test_case forktime_tests[];
 
-/* fork-time table, also run on the host: sizes in MiB, reps forks each. */
-int run_fork_time(const unsigned long *sizes_mib, int nsizes, int reps,
-                  const unsigned long *touch_counts, int ncounts);
 /* Entry of the exec'ed helper used by vfork/posix_spawn tests. */
 int exec_check_main(int argc, char **argv);
 int probe_main(int argc, char **argv);

@@ -13,6 +13,14 @@
  * touched inside fork() costs the parent. Those forks are interleaved
  * (every repetition runs each count once, in rotated order) and reported
  * as AFORK-FORKTOUCH lines, one per size and count.
+ *
+ * With AFORK_FORKTIME_VMAS (a list of counts, e.g. "0 32 64 96") each fork
+ * is made with that many more small mappings in the process, as a real
+ * server has (thread stacks with their guard pages, libraries' data,
+ * allocator extents): pairs of one written anonymous page and one
+ * PROT_NONE page, so none merge (an odd count is rounded down). The slope
+ * of fork time over the count is what one mapping costs fork()
+ * (AFORK-FORKVMAS lines).
  */
 #include "common.h"
 
@@ -26,7 +34,7 @@
 #include <unistd.h>
 
 #define MAX_REPS 100
-#define MAX_TOUCH_COUNTS 16
+#define MAX_TOUCH_COUNTS 16    /* of each list: AFORK_FORKTIME_TOUCH, _VMAS */
 #define PAGES_PER_TABLE (HUGE_SIZE / PAGE_SIZE)
 
 /* What the atfork parent handler writes: word 1 (the child checks word 0)
@@ -119,9 +127,47 @@ static int time_one_fork(const uint64_t *base, size_t npages, volatile uint64_t 
     return 0;
 }
 
-/* Forks with `counts[c]` tables touched inside fork(), interleaved. */
-static int time_touches(uint64_t *base, size_t npages, unsigned long mib, int reps,
-                        const unsigned long *counts, int ncounts, volatile uint64_t *ready_ns)
+/* The extra small mappings of AFORK_FORKTIME_VMAS, made before a fork:
+ * `count` pairs from `base`. */
+static struct {
+    char *base;
+    size_t count;
+} extra;
+
+static int extra_map(size_t mappings)
+{
+    size_t count = mappings / 2;
+
+    extra.count = count;
+    extra.base = NULL;
+    if (count == 0)
+        return 0;
+    extra.base = mmap(NULL, 2 * count * PAGE_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (extra.base == MAP_FAILED)
+        return fail("mmap of %zu extra mappings: %s", count, strerror(errno));
+    for (size_t i = 0; i < count; i++) {
+        extra.base[2 * i * PAGE_SIZE] = 1;
+        if (mprotect(extra.base + (2 * i + 1) * PAGE_SIZE, PAGE_SIZE, PROT_NONE) != 0)
+            return fail("mprotect of an extra mapping: %s", strerror(errno));
+    }
+    return 0;
+}
+
+static void extra_unmap(void)
+{
+    if (extra.base)
+        munmap(extra.base, 2 * extra.count * PAGE_SIZE);
+    extra.base = NULL;
+}
+
+enum variant { TOUCH_TABLES, EXTRA_VMAS };
+
+/* Forks with counts[c] tables touched inside fork() or extra mappings,
+ * interleaved: every repetition runs each count once, in rotated order. */
+static int time_variants(enum variant what, uint64_t *base, size_t npages, unsigned long mib,
+                         int reps, const unsigned long *counts, int ncounts,
+                         volatile uint64_t *ready_ns)
 {
     static double fork_us[MAX_TOUCH_COUNTS][MAX_REPS], ready_us[MAX_TOUCH_COUNTS][MAX_REPS];
     struct fork_sample s;
@@ -135,23 +181,36 @@ static int time_touches(uint64_t *base, size_t npages, unsigned long mib, int re
         for (int k = 0; k < ncounts && rc == 0; k++) {
             int c = (i + k) % ncounts;
 
-            touch.count = counts[c] < touch.ntables ? counts[c] : touch.ntables;
-            rc = time_one_fork(base, npages, ready_ns, &s);
+            if (what == TOUCH_TABLES)
+                touch.count = counts[c] < touch.ntables ? counts[c] : touch.ntables;
+            else
+                rc = extra_map(counts[c]);
+            if (rc == 0)
+                rc = time_one_fork(base, npages, ready_ns, &s);
             touch.count = 0;
+            extra_unmap();
             fork_us[c][i] = s.fork_us;
             ready_us[c][i] = s.ready_us;
         }
     }
     for (int c = 0; c < ncounts && rc == 0; c++)
-        printf("AFORK-FORKTOUCH mib=%lu touch=%lu reps=%d fork_median_us=%.0f fork_max_us=%.0f "
+        printf("AFORK-%s mib=%lu %s=%lu reps=%d fork_median_us=%.0f fork_max_us=%.0f "
                "ready_median_us=%.0f ready_max_us=%.0f\n",
-               mib, counts[c], reps, median_of(fork_us[c], reps), max_of(fork_us[c], reps),
+               what == TOUCH_TABLES ? "FORKTOUCH" : "FORKVMAS", mib,
+               what == TOUCH_TABLES ? "touch" : "vmas", counts[c], reps,
+               median_of(fork_us[c], reps), max_of(fork_us[c], reps),
                median_of(ready_us[c], reps), max_of(ready_us[c], reps));
     fflush(stdout);
     return rc;
 }
 
-static int time_size(unsigned long mib, int reps, const unsigned long *counts, int ncounts,
+/* The counts of AFORK_FORKTIME_TOUCH and AFORK_FORKTIME_VMAS. */
+struct fork_variants {
+    unsigned long touch[MAX_TOUCH_COUNTS], vmas[MAX_TOUCH_COUNTS];
+    int ntouch, nvmas;
+};
+
+static int time_size(unsigned long mib, int reps, const struct fork_variants *v,
                      volatile uint64_t *ready_ns)
 {
     size_t npages = mib * MIB / PAGE_SIZE;
@@ -177,14 +236,16 @@ static int time_size(unsigned long mib, int reps, const unsigned long *counts, i
                mib, reps, median_of(fork_us, reps), max_of(fork_us, reps),
                median_of(ready_us, reps), max_of(ready_us, reps));
     fflush(stdout);
-    if (rc == 0 && ncounts > 0)
-        rc = time_touches(base, npages, mib, reps, counts, ncounts, ready_ns);
+    if (rc == 0 && v->ntouch > 0)
+        rc = time_variants(TOUCH_TABLES, base, npages, mib, reps, v->touch, v->ntouch, ready_ns);
+    if (rc == 0 && v->nvmas > 0)
+        rc = time_variants(EXTRA_VMAS, base, npages, mib, reps, v->vmas, v->nvmas, ready_ns);
     unmap(base, npages * PAGE_SIZE);
     return rc;
 }
 
-int run_fork_time(const unsigned long *sizes_mib, int nsizes, int reps,
-                  const unsigned long *touch_counts, int ncounts)
+static int run_fork_time(const unsigned long *sizes_mib, int nsizes, int reps,
+                         const struct fork_variants *v)
 {
     volatile uint64_t *ready_ns = mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE,
                                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -194,10 +255,10 @@ int run_fork_time(const unsigned long *sizes_mib, int nsizes, int reps,
         die_errno("mmap shared page");
     if (reps < 1 || reps > MAX_REPS)
         return fail("repetitions must be 1..%d, not %d", MAX_REPS, reps);
-    if (ncounts > 0 && pthread_atfork(NULL, touch_tables_in_parent, NULL) != 0)
+    if (v->ntouch > 0 && pthread_atfork(NULL, touch_tables_in_parent, NULL) != 0)
         return fail("pthread_atfork failed");
     for (int i = 0; i < nsizes && rc == 0; i++)
-        rc = time_size(sizes_mib[i], reps, touch_counts, ncounts, ready_ns);
+        rc = time_size(sizes_mib[i], reps, v, ready_ns);
     munmap((void *)ready_ns, PAGE_SIZE);
     return rc;
 }
@@ -221,19 +282,24 @@ static int parse_list(const char *s, unsigned long *v, int max)
 
 /* Sizes from AFORK_FORKTIME_MIB ("512 1024 2048 4096" by default), reps
  * from AFORK_FORKTIME_REPS (10), touched-table counts from
- * AFORK_FORKTIME_TOUCH (none by default). */
+ * AFORK_FORKTIME_TOUCH and extra-mapping counts from AFORK_FORKTIME_VMAS
+ * (none by default). */
 static int fork_time_test(void)
 {
     const char *env = getenv("AFORK_FORKTIME_MIB"), *reps_env = getenv("AFORK_FORKTIME_REPS");
-    const char *touch_env = getenv("AFORK_FORKTIME_TOUCH");
-    unsigned long sizes[16], counts[MAX_TOUCH_COUNTS];
+    const char *touch_env = getenv("AFORK_FORKTIME_TOUCH"), *vmas_env = getenv("AFORK_FORKTIME_VMAS");
+    struct fork_variants v = { .ntouch = 0 };
+    unsigned long sizes[16];
     int reps = reps_env && *reps_env ? atoi(reps_env) : 10;
     int n = parse_list(env && *env ? env : "512 1024 2048 4096", sizes, 16);
-    int ncounts = touch_env ? parse_list(touch_env, counts, MAX_TOUCH_COUNTS) : 0;
 
     if (n == 0)
         return fail("AFORK_FORKTIME_MIB has no sizes");
-    return run_fork_time(sizes, n, reps, counts, ncounts);
+    if (touch_env)
+        v.ntouch = parse_list(touch_env, v.touch, MAX_TOUCH_COUNTS);
+    if (vmas_env)
+        v.nvmas = parse_list(vmas_env, v.vmas, MAX_TOUCH_COUNTS);
+    return run_fork_time(sizes, n, reps, &v);
 }
 
 const struct test_case forktime_tests[] = {

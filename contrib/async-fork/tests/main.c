@@ -9,7 +9,7 @@
  *
  * Knobs (environment): AFORK_SCALE, AFORK_INJECT, AFORK_PRCTL (common.h),
  * AFORK_GUEST=1 (set by the guest init; memcg-limit needs it),
- * AFORK_FORKTIME_MIB, AFORK_FORKTIME_REPS, AFORK_FORKTIME_TOUCH (forktime.c).
+ * AFORK_FORKTIME_MIB, _REPS, _TOUCH, _VMAS (forktime.c).
  */
 #include "common.h"
 
