@@ -170,7 +170,7 @@ static int time_variants(enum variant what, uint64_t *base, size_t npages, unsig
                          volatile uint64_t *ready_ns)
 {
     static double fork_us[MAX_TOUCH_COUNTS][MAX_REPS], ready_us[MAX_TOUCH_COUNTS][MAX_REPS];
-    struct fork_sample s;
+    struct fork_sample s = { 0 };
     int rc = 0;
 
     uintptr_t first = ((uintptr_t)base + HUGE_SIZE - 1) & ~(HUGE_SIZE - 1);
