@@ -21,8 +21,8 @@ redis-afork's own account of its forks (the "# info" lines: its
 after-fork hook's share of the fork time, CPU time, faults and involuntary
 switches across fork(), child ready, quiet window). A fourth, when a boot
 ran redis-forkcost: forktest's fork time with N page tables written inside
-fork() (the slope is what one such table costs the parent) and the idle
-BGSAVEs' fork cost per server. --check:
+fork() and with N more mappings (the slopes: what one table, one mapping
+costs the parent) and the idle BGSAVEs' fork cost per server. --check:
 exit 1 when, on a patched kernel, redis-afork (quiet window on) has a
 median fork time over 1.5x stock 8.0.6's + 1 ms, or a median worst PING
 within 1 s after the fork over 2x stock's + 5 ms (the CI comparison: 3
@@ -289,7 +289,7 @@ def print_forkcost(results, labels):
             elif line.startswith("AFORK-FORKCOST "):
                 f = fields_of(line)
                 saves.setdefault(f["cell"], []).append(f)
-        if not touch and not saves:
+        if not touch and not vmas and not saves:
             continue
         print(f"\nFork cost, idle ({KERNELS.get(label, label)} kernel; median [min-max], us):")
         for lines, key, what in ((touch, "touch", "table written inside fork()"),

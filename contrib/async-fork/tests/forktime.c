@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #define MAX_REPS 100
-#define MAX_TOUCH_COUNTS 16    /* of each list: AFORK_FORKTIME_TOUCH, _VMAS */
+#define MAX_COUNTS 16    /* of each list: AFORK_FORKTIME_TOUCH, _VMAS */
 #define PAGES_PER_TABLE (HUGE_SIZE / PAGE_SIZE)
 
 /* What the atfork parent handler writes: word 1 (the child checks word 0)
@@ -169,7 +169,7 @@ static int time_variants(enum variant what, uint64_t *base, size_t npages, unsig
                          int reps, const unsigned long *counts, int ncounts,
                          volatile uint64_t *ready_ns)
 {
-    static double fork_us[MAX_TOUCH_COUNTS][MAX_REPS], ready_us[MAX_TOUCH_COUNTS][MAX_REPS];
+    static double fork_us[MAX_COUNTS][MAX_REPS], ready_us[MAX_COUNTS][MAX_REPS];
     struct fork_sample s = { 0 };
     int rc = 0;
 
@@ -206,7 +206,7 @@ static int time_variants(enum variant what, uint64_t *base, size_t npages, unsig
 
 /* The counts of AFORK_FORKTIME_TOUCH and AFORK_FORKTIME_VMAS. */
 struct fork_variants {
-    unsigned long touch[MAX_TOUCH_COUNTS], vmas[MAX_TOUCH_COUNTS];
+    unsigned long touch[MAX_COUNTS], vmas[MAX_COUNTS];
     int ntouch, nvmas;
 };
 
@@ -296,9 +296,9 @@ static int fork_time_test(void)
     if (n == 0)
         return fail("AFORK_FORKTIME_MIB has no sizes");
     if (touch_env)
-        v.ntouch = parse_list(touch_env, v.touch, MAX_TOUCH_COUNTS);
+        v.ntouch = parse_list(touch_env, v.touch, MAX_COUNTS);
     if (vmas_env)
-        v.nvmas = parse_list(vmas_env, v.vmas, MAX_TOUCH_COUNTS);
+        v.nvmas = parse_list(vmas_env, v.vmas, MAX_COUNTS);
     return run_fork_time(sizes, n, reps, &v);
 }
 
