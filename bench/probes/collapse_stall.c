@@ -15,12 +15,18 @@
  * LIFE seconds while the main thread writes random 4 KiB pages (splitting
  * the huge pages it shares with the child), and after the child has exited
  * keeps writing for RUN seconds while (with "collapse") a thread collapses
- * each split range at RATE MB/s. Every write is timed; it prints the writes
- * over 1, 5 and 10 ms, the longest, and the collapses' count and longest.
+ * each split range at RATE MB/s. With "populate" the thread first makes
+ * every page writable again (MADV_POPULATE_WRITE: the write fault each page
+ * still owes since the fork, taken by the thread under the mmap lock held
+ * for reading) and then collapses: the main thread's writes no longer fault,
+ * so they cannot wait behind a collapse. Every write is timed; it prints
+ * the writes over 1, 5 and 10 ms, the longest, the collapses' count and
+ * longest, and how long the populate took.
  *
  *   cc -O2 -pthread -o collapse_stall collapse_stall.c
- *   ./collapse_stall SIZE SPLIT LIFE RUN RATE collapse|none [HOGS]
+ *   ./collapse_stall SIZE SPLIT LIFE RUN RATE collapse|populate|none [HOGS]
  *   ./collapse_stall 4096 0 5 10 256 collapse 2
+ *   ./collapse_stall 4096 64 5 10 256 populate
  *   ./collapse_stall 4096 64 5 10 256 collapse 2
  *
  * HOGS busy threads compete for the CPUs, as the benchmark clients do. */
@@ -38,11 +44,17 @@
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 #define HUGE (2UL << 20)
 
 static char *mem;
 static size_t size;
 static long rate_mb;
+static int populate_first, warm_first;
+static char *scratch;
+static double populate_ms;
 static volatile int stop_collapse, stop_hogs;
 static long collapses, collapse_failures;
 static double collapse_max_ms;
@@ -61,9 +73,18 @@ static void die(const char *what) {
 /* Collapse every 2 MiB range once, at rate_mb MB/s. */
 static void *collapser(void *arg) {
     (void)arg;
+    if (populate_first) {
+        double t0 = now_ms();
+        for (size_t off = 0; off < size && !stop_collapse; off += HUGE)
+            if (madvise(mem + off, HUGE, MADV_POPULATE_WRITE)) die("MADV_POPULATE_WRITE");
+        populate_ms = now_ms() - t0;
+    }
     double start = now_ms();
     size_t done = 0;
     for (size_t off = 0; off < size && !stop_collapse; off += HUGE) {
+        if (warm_first &&
+            (madvise(scratch, HUGE, MADV_POPULATE_WRITE) || madvise(scratch, HUGE, MADV_DONTNEED)))
+            die("warm");
         double t0 = now_ms();
         if (madvise(mem + off, HUGE, MADV_COLLAPSE) == 0) collapses++;
         else collapse_failures++;
@@ -106,14 +127,16 @@ static void writeFor(double ms, int report) {
 
 int main(int argc, char **argv) {
     if (argc < 7) {
-        fprintf(stderr, "usage: %s SIZE_MB SPLIT_MB LIFE_S RUN_S RATE_MB collapse|none [HOGS]\n", argv[0]);
+        fprintf(stderr, "usage: %s SIZE_MB SPLIT_MB LIFE_S RUN_S RATE_MB collapse|populate|none [HOGS]\n", argv[0]);
         return 2;
     }
     size = (size_t)atol(argv[1]) << 20;
     size_t split = (size_t)atol(argv[2]) << 20;
     double life = atof(argv[3]) * 1000, run = atof(argv[4]) * 1000;
     rate_mb = atol(argv[5]);
-    int collapse = !strcmp(argv[6], "collapse");
+    populate_first = !strcmp(argv[6], "populate");
+    warm_first = !strcmp(argv[6], "warm");
+    int collapse = populate_first || warm_first || !strcmp(argv[6], "collapse");
     int hogs = argc > 7 ? atoi(argv[7]) : 0;
 
     char *raw = mmap(NULL, size + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -124,6 +147,10 @@ int main(int argc, char **argv) {
         for (size_t off = split; off < size; off += 2 * split)
             if (madvise(mem + off, off + split <= size ? split : size - off, MADV_RANDOM)) die("MADV_RANDOM");
     memset(mem, 1, size);
+    char *sraw = mmap(NULL, 2 * HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (sraw == MAP_FAILED) die("mmap");
+    scratch = (char *)(((uintptr_t)sraw + HUGE - 1) & ~(HUGE - 1));
+    if (madvise(scratch, HUGE, MADV_HUGEPAGE)) die("MADV_HUGEPAGE");
 
     pthread_t hog_threads[16];
     for (int i = 0; i < hogs && i < 16; i++) pthread_create(&hog_threads[i], NULL, hog, NULL);
@@ -144,7 +171,8 @@ int main(int argc, char **argv) {
     if (collapse) pthread_join(t, NULL);
     stop_hogs = 1;
     for (int i = 0; i < hogs && i < 16; i++) pthread_join(hog_threads[i], NULL);
-    printf("size_mb %s split_mb %s collapse %d hogs %d collapses %ld failures %ld collapse_max_ms %.2f\n",
-           argv[1], argv[2], collapse, hogs, collapses, collapse_failures, collapse_max_ms);
+    printf("size_mb %s split_mb %s collapse %d populate %d hogs %d collapses %ld failures %ld "
+           "collapse_max_ms %.2f populate_ms %.1f\n", argv[1], argv[2], collapse, populate_first,
+           hogs, collapses, collapse_failures, collapse_max_ms, populate_ms);
     return 0;
 }
