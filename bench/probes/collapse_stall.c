@@ -19,12 +19,15 @@
  * every page writable again (MADV_POPULATE_WRITE: the write fault each page
  * still owes since the fork, taken by the thread under the mmap lock held
  * for reading) and then collapses: the main thread's writes no longer fault,
- * so they cannot wait behind a collapse. Every write is timed; it prints
+ * so they cannot wait behind a collapse. With "warm" the thread writes a
+ * scratch huge page of its own and frees it before each collapse, so that
+ * the collapse's allocation gets memory the host has backed again
+ * (first_touch.c) and the copy under the lock runs at memory speed. Every write is timed; it prints
  * the writes over 1, 5 and 10 ms, the longest, the collapses' count and
  * longest, and how long the populate took.
  *
  *   cc -O2 -pthread -o collapse_stall collapse_stall.c
- *   ./collapse_stall SIZE SPLIT LIFE RUN RATE collapse|populate|none [HOGS]
+ *   ./collapse_stall SIZE SPLIT LIFE RUN RATE collapse|populate|warm|none [HOGS]
  *   ./collapse_stall 4096 0 5 10 256 collapse 2
  *   ./collapse_stall 4096 64 5 10 256 populate
  *   ./collapse_stall 4096 64 5 10 256 collapse 2
@@ -127,7 +130,7 @@ static void writeFor(double ms, int report) {
 
 int main(int argc, char **argv) {
     if (argc < 7) {
-        fprintf(stderr, "usage: %s SIZE_MB SPLIT_MB LIFE_S RUN_S RATE_MB collapse|populate|none [HOGS]\n", argv[0]);
+        fprintf(stderr, "usage: %s SIZE_MB SPLIT_MB LIFE_S RUN_S RATE_MB collapse|populate|warm|none [HOGS]\n", argv[0]);
         return 2;
     }
     size = (size_t)atol(argv[1]) << 20;
