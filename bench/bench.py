@@ -70,6 +70,12 @@ VARIANTS = {
     "afork-thp": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "0"]),
     "afork-thp-collapse": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
                                      str(COLLAPSE_RATE_MB_S)]),
+    # The same without warming the huge page before each collapse: the
+    # ablation of fork-thp-collapse-warm (bench/README.md, "The re-collapse's
+    # copy into memory the host took back").
+    "afork-thp-nowarm": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
+                                   str(COLLAPSE_RATE_MB_S),
+                                   "--fork-thp-collapse-warm", "no"]),
     # The same with the keyspace left in one VMA (fork-thp-vma-size 0): the
     # ablation of the cut (bench/README.md, "The heap in several VMAs").
     "afork-thp-onevma": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
@@ -86,7 +92,8 @@ SCENARIOS = {
 # dataset: every page copied once (2x); huge pages add fragmentation; a peer
 # is unknown, so it gets a margin.
 MEMORY_FACTOR = {"stock": 2.0, "redis-afork": 2.0, "afork-thp": 2.1,
-                 "afork-thp-collapse": 2.1, "afork-thp-onevma": 2.1}
+                 "afork-thp-collapse": 2.1, "afork-thp-onevma": 2.1,
+                 "afork-thp-nowarm": 2.1}
 PEER_MEMORY_FACTOR = 2.25
 MEMORY_EXTRA = 512 * MIB
 
