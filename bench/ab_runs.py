@@ -24,7 +24,10 @@ METRICS = (("max_gap_ms", "PING max while the child lives (ms)"),
            ("p99_ms", "client p99 (ms)"),
            ("fork_ms", "fork (ms)"),
            ("save_s", "save (s)"),
-           ("cow_mb", "COW (MB)"))
+           ("cow_mb", "COW (MB)"),
+           ("collapse_max_ms", "longest MADV_COLLAPSE of the pass (ms)"),
+           ("collapse_ms_per_range", "MADV_COLLAPSE per range (ms)"),
+           ("warm_ms_per_range", "warm-up per range (ms)"))
 
 
 def runs_of(folder, prefix):

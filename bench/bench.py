@@ -575,8 +575,36 @@ def wait_collapse(srv, passes_before, limit_s=300):
     return time.time() - t0
 
 
+def collapse_counters(srv):
+    """The collapse thread's running totals (INFO fork), {} without it."""
+    f = srv.info("fork")
+    if "fork_thp_collapse_passes" not in f:
+        return {}
+    return {k: int(f.get(k, 0)) for k in ("fork_thp_collapse_ranges", "fork_thp_collapse_usec",
+                                           "fork_thp_collapse_warm_usec",
+                                           "latest_fork_thp_collapse_max_usec")}
+
+
+def collapse_figures(before, after):
+    """One pass's collapse figures from the counters around it: its
+    longest MADV_COLLAPSE, and per range the time in MADV_COLLAPSE and in
+    the warm-up (fork-thp-collapse-warm)."""
+    if not before or not after:
+        return {}
+    ranges = after["fork_thp_collapse_ranges"] - before["fork_thp_collapse_ranges"]
+    fig = {"collapse_max_ms": after["latest_fork_thp_collapse_max_usec"] / 1000.0,
+           "collapse_ranges": ranges}
+    if ranges > 0:
+        fig["collapse_ms_per_range"] = (after["fork_thp_collapse_usec"]
+                                        - before["fork_thp_collapse_usec"]) / 1000.0 / ranges
+        fig["warm_ms_per_range"] = (after["fork_thp_collapse_warm_usec"]
+                                    - before["fork_thp_collapse_warm_usec"]) / 1000.0 / ranges
+    return fig
+
+
 def steady_round(srv, args, keys, requests, seconds, tag, rnd, fig):
     passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
+    counters = collapse_counters(srv)
     r = load_run(srv, args, keys, requests, "%s_round%d" % (tag, rnd), True, seconds)
     for k in ("fork_ms", "max_ms", "p999_ms", "p99_ms", "rps", "cow_mb", "save_s",
               "max_gap_ms", "after_child_max_gap_ms"):
@@ -588,6 +616,8 @@ def steady_round(srv, args, keys, requests, seconds, tag, rnd, fig):
         fig["round%d_collapse_wait_s" % rnd] = waited
         fig["round%d_huge_after_mb" % rnd] = \
             max(0, int(f["latest_fork_thp_collapse_huge_after_bytes"])) / MIB
+        for k, v in collapse_figures(counters, collapse_counters(srv)).items():
+            fig["round%d_%s" % (rnd, k)] = v
     return r
 
 

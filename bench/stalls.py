@@ -409,11 +409,13 @@ def run(args):
             for tag, with_save in plan:
                 say("%s (%d requests, ~%.0f s)" % (tag, requests, seconds))
                 passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
+                counters = bench.collapse_counters(srv)
                 before = vmstat()
                 res = bench.load_run(srv, args, keys, requests, tag, with_save, seconds)
                 after = vmstat()
                 if with_save:
                     res["collapse_wait_s"] = bench.wait_collapse(srv, passes)
+                    res.update(bench.collapse_figures(counters, bench.collapse_counters(srv)))
                 res["vmstat"] = {k: after[k] - before.get(k, 0) for k in after}
                 res["tag"] = tag
                 res["save"] = with_save
