@@ -568,9 +568,9 @@ def wait_collapse(srv, passes_before, limit_s=300):
     return time.time() - t0
 
 
-def collapse_counters(srv):
-    """The collapse thread's running totals (INFO fork), {} without it."""
-    f = srv.info("fork")
+def collapse_counters(f):
+    """The collapse thread's running totals from an INFO fork dict, {}
+    without the thread."""
     if "fork_thp_collapse_passes" not in f:
         return {}
     return {k: int(f.get(k, 0)) for k in ("fork_thp_collapse_ranges", "fork_thp_collapse_usec",
@@ -592,8 +592,8 @@ def collapse_figures(before, after):
 
 
 def steady_round(srv, args, keys, requests, seconds, tag, rnd, fig):
-    passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
-    counters = collapse_counters(srv)
+    f = srv.info("fork")
+    passes, counters = int(f.get("fork_thp_collapse_passes", 0)), collapse_counters(f)
     r = load_run(srv, args, keys, requests, "%s_round%d" % (tag, rnd), True, seconds)
     for k in ("fork_ms", "max_ms", "p999_ms", "p99_ms", "rps", "cow_mb", "save_s",
               "max_gap_ms", "after_child_max_gap_ms"):
@@ -605,7 +605,7 @@ def steady_round(srv, args, keys, requests, seconds, tag, rnd, fig):
         fig["round%d_collapse_wait_s" % rnd] = waited
         fig["round%d_huge_after_mb" % rnd] = \
             max(0, int(f["latest_fork_thp_collapse_huge_after_bytes"])) / MIB
-        for k, v in collapse_figures(counters, collapse_counters(srv)).items():
+        for k, v in collapse_figures(counters, collapse_counters(f)).items():
             fig["round%d_%s" % (rnd, k)] = v
     return r
 

@@ -408,14 +408,16 @@ def run(args):
             plan = [("control", False)] + [("round%d" % r, True) for r in range(1, args.rounds + 1)]
             for tag, with_save in plan:
                 say("%s (%d requests, ~%.0f s)" % (tag, requests, seconds))
-                passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
-                counters = bench.collapse_counters(srv)
+                f = srv.info("fork")
+                passes = int(f.get("fork_thp_collapse_passes", 0))
+                counters = bench.collapse_counters(f)
                 before = vmstat()
                 res = bench.load_run(srv, args, keys, requests, tag, with_save, seconds)
                 after = vmstat()
                 if with_save:
                     res["collapse_wait_s"] = bench.wait_collapse(srv, passes)
-                    res.update(bench.collapse_figures(counters, bench.collapse_counters(srv)))
+                    res.update(bench.collapse_figures(counters,
+                                                      bench.collapse_counters(srv.info("fork"))))
                 res["vmstat"] = {k: after[k] - before.get(k, 0) for k in after}
                 res["tag"] = tag
                 res["save"] = with_save
