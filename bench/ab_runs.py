@@ -27,7 +27,6 @@ METRICS = (("max_gap_ms", "PING max while the child lives (ms)"),
            ("cow_mb", "COW (MB)"),
            ("collapse_max_ms", "longest MADV_COLLAPSE of the pass (ms)"),
            ("collapse_ms_per_range", "MADV_COLLAPSE per range (ms)"),
-           # runs of the reverted fork-thp-collapse-warm (bench/README.md)
            ("warm_ms_per_range", "warm-up per range (ms)"))
 
 

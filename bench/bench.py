@@ -70,6 +70,12 @@ VARIANTS = {
     "afork-thp": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "0"]),
     "afork-thp-collapse": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
                                      str(COLLAPSE_RATE_MB_S)]),
+    # The same without warming the huge page before each collapse: the
+    # ablation of fork-thp-collapse-warm and its back-off (bench/README.md,
+    # "The slow collapses traced").
+    "afork-thp-nowarm": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
+                                   str(COLLAPSE_RATE_MB_S),
+                                   "--fork-thp-collapse-warm", "no"]),
     # The same with the keyspace left in one VMA (fork-thp-vma-size 0): the
     # ablation of the cut (bench/README.md, "The heap in several VMAs").
     "afork-thp-onevma": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
@@ -86,7 +92,8 @@ SCENARIOS = {
 # dataset: every page copied once (2x); huge pages add fragmentation; a peer
 # is unknown, so it gets a margin.
 MEMORY_FACTOR = {"stock": 2.0, "redis-afork": 2.0, "afork-thp": 2.1,
-                 "afork-thp-collapse": 2.1, "afork-thp-onevma": 2.1}
+                 "afork-thp-collapse": 2.1, "afork-thp-onevma": 2.1,
+                 "afork-thp-nowarm": 2.1}
 PEER_MEMORY_FACTOR = 2.25
 MEMORY_EXTRA = 512 * MIB
 
@@ -574,12 +581,14 @@ def collapse_counters(f):
     if "fork_thp_collapse_passes" not in f:
         return {}
     return {k: int(f.get(k, 0)) for k in ("fork_thp_collapse_ranges", "fork_thp_collapse_usec",
+                                           "fork_thp_collapse_warm_usec",
                                            "latest_fork_thp_collapse_max_usec")}
 
 
 def collapse_figures(before, after):
     """One pass's collapse figures from the counters around it: its
-    longest MADV_COLLAPSE and the time in MADV_COLLAPSE per range."""
+    longest MADV_COLLAPSE, and per range the time in MADV_COLLAPSE and in
+    the warm-up (fork-thp-collapse-warm)."""
     if not before or not after:
         return {}
     ranges = after["fork_thp_collapse_ranges"] - before["fork_thp_collapse_ranges"]
@@ -588,6 +597,8 @@ def collapse_figures(before, after):
     if ranges > 0:
         fig["collapse_ms_per_range"] = (after["fork_thp_collapse_usec"]
                                         - before["fork_thp_collapse_usec"]) / 1000.0 / ranges
+        fig["warm_ms_per_range"] = (after["fork_thp_collapse_warm_usec"]
+                                    - before["fork_thp_collapse_warm_usec"]) / 1000.0 / ranges
     return fig
 
 

@@ -32,6 +32,7 @@ static configEnum afork_quiet_window_enum[] = {
     createIntConfig("fork-thp-collapse-rate", NULL, MODIFIABLE_CONFIG, 0, 100000, afork_thp_collapse_rate_mb, 256, INTEGER_CONFIG, NULL, aforkApplyThpTuning), \
     createLongLongConfig("fork-thp-vma-size", NULL, MODIFIABLE_CONFIG, 0, LLONG_MAX, afork_thp_vma_size, AFORK_THP_VMA_SIZE_DEFAULT, MEMORY_CONFIG, aforkThpVmaSizeValid, aforkApplyThpTuning), \
     createBoolConfig("fork-thp-quiet-save", NULL, MODIFIABLE_CONFIG, afork_thp_quiet_save, 1, NULL, NULL), \
+    createBoolConfig("fork-thp-collapse-warm", NULL, MODIFIABLE_CONFIG, afork_thp_collapse_warm, 1, NULL, aforkApplyThpTuning), \
     createStringConfig("fork-probe-root", NULL, MODIFIABLE_CONFIG | PROTECTED_CONFIG | HIDDEN_CONFIG | DEBUG_CONFIG, EMPTY_STRING_IS_NULL, afork_probe_root, NULL, NULL, aforkApplyProbeRoot)
 
 #endif /* AFORK_CONFIG_H */

@@ -35,6 +35,23 @@
  * resident are left alone: collapsing them would fill the holes jemalloc
  * purged and grow RSS.
  *
+ * fork-thp-collapse-warm yes: before each MADV_COLLAPSE the thread writes a
+ * 2 MiB huge page of its own (a scratch mapping, MADV_POPULATE_WRITE) and
+ * frees it (MADV_DONTNEED), so the collapse's allocation, which comes next
+ * on the same CPU, gets that page back from the per-CPU free list. The
+ * collapse copies 2 MiB into a fresh page with the mmap lock held for
+ * writing. In a VM whose host takes back the guest's free memory (free page
+ * reporting), a write to a page the host has taken back faults in the host,
+ * and while the host is taking memory back those faults are slow: traced,
+ * the 20-30 ms collapses all began as the guest's page reporting did, with
+ * the time in the copy, and a 2 MiB copy into a fresh page took up to 40 ms
+ * then against 5 ms into one already written (bench/README.md). The warm-up
+ * moves the first write out of the lock, and it is a probe: while a warm-up
+ * takes over WARM_SLOW_USEC the host is busy, and the thread waits and
+ * warms again (a bounded number of times) before it collapses. Elsewhere it
+ * costs a 2 MiB zeroing per range. The scratch mapping is MADV_DONTFORK and
+ * empty between ranges.
+ *
  * fork-thp-vma-size N (bytes, 0 = off): before each pass the thread cuts
  * every anonymous mapping larger than N into VMAs of N bytes, aligned to N
  * in the address space, and marks every other one MADV_RANDOM so that the
@@ -77,6 +94,9 @@
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 #ifndef PR_SET_THP_DISABLE
 #define PR_SET_THP_DISABLE 41
 #endif
@@ -98,12 +118,16 @@ struct afork_page_region {
 #define COLLAPSE_MIN_RESIDENT (HUGE_PAGES * 7 / 8)
 #define SLOW_LOOP_USEC 5000          /* main-loop iteration that pauses us */
 #define SLOW_LOOP_PAUSE_MS 100
+#define WARM_SLOW_USEC 2000          /* a warm-up this slow: the host is busy */
+#define WARM_WAIT_MS 20
+#define WARM_MAX_WAITS 50
 #define REEXEC_MARK "REDIS_AFORK_THP_REEXEC"
 #define JE_THP_CONF "thp:always"
 
 int afork_fork_thp = 0;
 int afork_thp_collapse_rate_mb = 256;
 int afork_thp_quiet_save = 1;
+int afork_thp_collapse_warm = 1;
 long long afork_thp_vma_size = AFORK_THP_VMA_SIZE_DEFAULT;
 
 static struct {
@@ -124,8 +148,11 @@ static redisAtomic int collapse_allowed = 0;   /* no child, no window */
 static redisAtomic int collapse_rate_mb = 256; /* the thread's copy of the config */
 static redisAtomic long long slow_loop_ms = 0; /* when the loop was last slow */
 static redisAtomic long long vma_size = AFORK_THP_VMA_SIZE_DEFAULT; /* the thread's copy */
+static redisAtomic int collapse_warm = 1;       /* the thread's copy of the config */
+static char *warm_page;                        /* 2 MiB aligned scratch, or NULL (set before the thread) */
+static redisAtomic int warm_unsupported = 0;   /* MADV_POPULATE_WRITE refused */
 static redisAtomic long long st_passes, st_ranges, st_failures, st_pauses, st_usec, st_cuts;
-static redisAtomic long long st_collapse_max_usec;
+static redisAtomic long long st_warm_usec, st_collapse_max_usec, st_host_waits;
 static long long st_quiet_saves;               /* main thread only */
 
 static void resumeHugePagesLocked(void);
@@ -284,6 +311,38 @@ typedef struct {
     int stopped;
 } passState;
 
+/* fork-thp-collapse-warm: fault a huge page in the scratch mapping and
+ * free it, so that the next huge page this CPU allocates (the collapse's)
+ * has been written once outside the mmap lock. Returns how long the write
+ * took (0 when off). Unsupported (EINVAL, Linux before 5.14): never again. */
+static long long warmHugePage(void) {
+    int warm, unsupported;
+    atomicGet(collapse_warm, warm);
+    atomicGet(warm_unsupported, unsupported);
+    if (!warm || unsupported || !warm_page) return 0;
+    long long t0 = ustime();
+    if (madvise(warm_page, HUGE_SIZE, MADV_POPULATE_WRITE) != 0) {
+        if (errno == EINVAL) atomicSet(warm_unsupported, 1);
+        else atomicIncr(st_failures, 1);
+    }
+    long long took = ustime() - t0;
+    madvise(warm_page, HUGE_SIZE, MADV_DONTNEED);
+    atomicIncr(st_warm_usec, ustime() - t0);
+    return took;
+}
+
+/* The warm-up is also a probe of the host: writing a fresh 2 MiB normally
+ * takes a zeroing (0.1-0.3 ms). Far slower means the host is taking memory
+ * back from the guest right now (free page reporting), and a collapse
+ * started now would copy into pages the host has to fault in again, with
+ * the mmap lock held. Wait until a warm-up is quick again, a bounded time. */
+static void warmUntilHostQuick(void) {
+    for (int tries = 0; warmHugePage() > WARM_SLOW_USEC && tries < WARM_MAX_WAITS; tries++) {
+        atomicIncr(st_host_waits, 1);
+        usleep(WARM_WAIT_MS * 1000);
+    }
+}
+
 static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
     p->huge_before += (long long)huge * 4096;
     if (huge == HUGE_PAGES || resident < COLLAPSE_MIN_RESIDENT) return;
@@ -291,6 +350,7 @@ static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
         p->stopped = 1;
         return;
     }
+    warmUntilHostQuick();
     long long t0 = ustime();
     int rc = madvise((void *)(uintptr_t)addr, HUGE_SIZE, MADV_COLLAPSE);
     long long took = ustime() - t0;
@@ -374,6 +434,12 @@ static char *readMaps(int fd) {
     return maps_buf;
 }
 
+/* The scratch huge page's own mapping: neither cut nor collapsed. */
+static int isWarmMapping(uint64_t start, uint64_t end) {
+    uint64_t page = (uint64_t)(uintptr_t)warm_page;
+    return warm_page && start <= page && page < end;
+}
+
 static void setCollapseState(const char *state) {
     pthread_mutex_lock(&thp.lock);
     snprintf(thp.collapse_state, sizeof(thp.collapse_state), "%s", state);
@@ -393,7 +459,7 @@ static void collapsePass(int maps_fd, int pm) {
         uint64_t start, end;
         next = strchr(line, '\n');
         if (next) next++;
-        if (!anonMapping(line, &start, &end)) continue;
+        if (!anonMapping(line, &start, &end) || isWarmMapping(start, end)) continue;
         if (size > 0)
             cutMapping(start, end, (uint64_t)size, resize, &p);
         else if (resize)
@@ -462,6 +528,27 @@ static int pagemapScanWorks(int pm) {
 void aforkThpConfigChanged(void) {
     atomicSet(collapse_rate_mb, afork_thp_collapse_rate_mb);
     atomicSet(vma_size, afork_thp_vma_size);
+    atomicSet(collapse_warm, afork_thp_collapse_warm);
+}
+
+/* The collapse thread's scratch huge page (fork-thp-collapse-warm): 2 MiB
+ * aligned inside a 4 MiB mapping made once at startup (one VMA: the whole
+ * of it MADV_DONTFORK and MADV_HUGEPAGE), never copied to a child, named in
+ * /proc/PID/maps where the kernel can (5.17+). */
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#define PR_SET_VMA_ANON_NAME 0
+#endif
+static void mapWarmPage(void) {
+    void *raw = mmap(NULL, 2 * HUGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return;
+    char *page = (char *)(((uintptr_t)raw + HUGE_SIZE - 1) & ~(uintptr_t)(HUGE_SIZE - 1));
+    if (madvise(raw, 2 * HUGE_SIZE, MADV_DONTFORK) != 0 || madvise(raw, 2 * HUGE_SIZE, MADV_HUGEPAGE) != 0) {
+        munmap(raw, 2 * HUGE_SIZE);
+        return;
+    }
+    prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)raw, 2 * HUGE_SIZE, "afork-collapse-warm");
+    warm_page = page;
 }
 
 /* fork-thp-vma-size: 0, or whole huge pages and at least two of them. */
@@ -493,6 +580,7 @@ void aforkThpInit(void) {
                              "split huge pages are rebuilt by khugepaged only");
         return;
     }
+    mapWarmPage();
     int *fds = zmalloc(sizeof(int) * 2);
     fds[0] = maps_fd;
     fds[1] = pm;
@@ -585,12 +673,16 @@ void aforkThpReset(void) {
     atomicSet(st_pauses, 0);
     atomicSet(st_usec, 0);
     atomicSet(st_cuts, 0);
+    atomicSet(st_warm_usec, 0);
+    atomicSet(st_host_waits, 0);
     st_quiet_saves = 0;
 }
 
 /* INFO fork: the fork-thp fields. */
 sds aforkThpInfo(sds info) {
-    long long passes, ranges, failures, pauses, usec, before, after, cuts, max_usec;
+    long long passes, ranges, failures, pauses, usec, before, after, cuts, warm_usec, max_usec;
+    long long host_waits;
+    int unsupported;
     char state[64];
     atomicGet(st_passes, passes);
     atomicGet(st_ranges, ranges);
@@ -600,7 +692,10 @@ sds aforkThpInfo(sds info) {
     atomicGet(st_huge_before, before);
     atomicGet(st_huge_after, after);
     atomicGet(st_cuts, cuts);
+    atomicGet(st_warm_usec, warm_usec);
     atomicGet(st_collapse_max_usec, max_usec);
+    atomicGet(st_host_waits, host_waits);
+    atomicGet(warm_unsupported, unsupported);
     pthread_mutex_lock(&thp.lock);
     memcpy(state, thp.collapse_state, sizeof(state));
     int paused = thp.paused;
@@ -619,11 +714,15 @@ sds aforkThpInfo(sds info) {
         "fork_thp_collapse_pauses:%lld\r\n"
         "fork_thp_collapse_usec:%lld\r\n"
         "latest_fork_thp_collapse_max_usec:%lld\r\n"
+        "fork_thp_collapse_warm:%d\r\n"
+        "fork_thp_collapse_warm_usec:%lld\r\n"
+        "fork_thp_collapse_host_waits:%lld\r\n"
         "fork_thp_vma_size:%lld\r\n"
         "fork_thp_vma_cuts:%lld\r\n"
         "latest_fork_thp_collapse_huge_before_bytes:%lld\r\n"
         "latest_fork_thp_collapse_huge_after_bytes:%lld\r\n",
         afork_fork_thp, thp.why, afork_thp_collapse_rate_mb, afork_thp_quiet_save,
         st_quiet_saves, paused, afork_thp_collapse_rate_mb <= 0 && thp.thread_started ? "off" : state,
-        passes, ranges, failures, pauses, usec, max_usec, afork_thp_vma_size, cuts, before, after);
+        passes, ranges, failures, pauses, usec, max_usec, afork_thp_collapse_warm && warm_page && !unsupported,
+        warm_usec, host_waits, afork_thp_vma_size, cuts, before, after);
 }

@@ -13,6 +13,7 @@
 extern int afork_fork_thp;
 extern int afork_thp_collapse_rate_mb;
 extern int afork_thp_quiet_save;
+extern int afork_thp_collapse_warm;
 extern long long afork_thp_vma_size;
 #define AFORK_THP_VMA_SIZE_DEFAULT (64LL << 20)
 int aforkThpVmaSizeValid(long long size, const char **err);

@@ -45,6 +45,20 @@ proc thp_uncut_mappings {pid size min} {
     return $uncut
 }
 
+# The MADV_DONTFORK mappings of <pid> as {range rss_kb} pairs, from smaps.
+proc thp_dontfork_mappings {pid} {
+    set fd [open /proc/$pid/smaps]
+    set lines [split [read $fd] "\n"]
+    close $fd
+    set found {}
+    foreach line $lines {
+        if {[regexp {^([0-9a-f]+-[0-9a-f]+) } $line -> range]} continue
+        if {[regexp {^Rss:\s+(\d+) kB} $line -> rss]} continue
+        if {[regexp {^VmFlags:.* dc( |$)} $line]} { lappend found [list $range $rss] }
+    }
+    return $found
+}
+
 # A whole BGSAVE, then the collapse pass after it.
 proc save_and_wait_pass {} {
     set passes [thp_info fork_thp_collapse_passes]
@@ -134,6 +148,19 @@ start_server {tags {"afork external:skip"}} {
         assert_equal [thp_info fork_thp_quiet_save] 1
     }
 
+    test {fork-thp-collapse-warm is on by default, validated and modifiable} {
+        assert_equal [lindex [r config get fork-thp-collapse-warm] 1] yes
+        assert_error {*fork-thp-collapse-warm*argument must be 'yes' or 'no'*} \
+            {r config set fork-thp-collapse-warm often}
+        r config set fork-thp-collapse-warm no
+        assert_equal [lindex [r config get fork-thp-collapse-warm] 1] no
+        r config set fork-thp-collapse-warm yes
+        # Without fork-thp there is no collapse thread, so nothing to warm.
+        assert_equal [thp_info fork_thp_collapse_warm] 0
+        assert_equal [thp_info fork_thp_collapse_warm_usec] 0
+        assert_equal [thp_info fork_thp_collapse_host_waits] 0
+    }
+
     test {Without fork-thp, a save leaves the process's THP setting alone} {
         set before [thp_process_enabled [srv 0 pid]]
         r set k v
@@ -210,10 +237,52 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
                         [thp_info latest_fork_thp_collapse_huge_before_bytes]
         assert_morethan [thp_info fork_thp_collapse_usec] 0
         assert_equal [thp_info fork_thp_collapse_failures] 0
-        # The longest collapse is one of them.
+        # The longest collapse is one of them; each was warmed first.
         assert_morethan [thp_info latest_fork_thp_collapse_max_usec] 0
         assert_lessthan [thp_info latest_fork_thp_collapse_max_usec] \
                         [expr {[thp_info fork_thp_collapse_usec] + 1}]
+        assert_equal [thp_info fork_thp_collapse_warm] 1
+        assert_morethan [thp_info fork_thp_collapse_warm_usec] 0
+        # Waits for a slow host happen only when the host reclaims memory.
+        assert_morethan [thp_info fork_thp_collapse_host_waits] -1
+    }
+
+    test {The collapse thread's scratch huge page is empty and not in the child} {
+        # It is the process's one MADV_DONTFORK mapping ("dc" in smaps).
+        set scratch [thp_dontfork_mappings $pid]
+        assert_equal [llength $scratch] 1
+        lassign [lindex $scratch 0] range rss
+        assert_equal $rss 0
+        r config set rdb-key-save-delay 1000000
+        save_start
+        set child [get_child_pid 0]
+        set fd [open /proc/$child/maps]
+        set child_maps [read $fd]
+        close $fd
+        assert_equal [string first $range $child_maps] -1
+        r config set rdb-key-save-delay 0
+        save_stop $pid
+    }
+
+    test {fork-thp-collapse-warm no: the pass collapses without warming} {
+        r config set fork-thp-collapse-warm no
+        assert_equal [thp_info fork_thp_collapse_warm] 0
+        set warm [thp_info fork_thp_collapse_warm_usec]
+        set ranges [thp_info fork_thp_collapse_ranges]
+        r config set rdb-key-save-delay 0
+        r bgsave
+        after 200
+        r eval {for i = 0, 599999, 8 do redis.call('setrange', 'key:' .. i, 0, 'z') end} 0
+        waitForBgsave r
+        wait_for_condition 300 100 {
+            [thp_info fork_thp_collapse_status] eq "ready" &&
+            [thp_info fork_thp_collapse_ranges] > $ranges
+        } else {
+            fail "no collapse pass"
+        }
+        assert_equal [thp_info fork_thp_collapse_warm_usec] $warm
+        r config set fork-thp-collapse-warm yes
+        assert_equal [thp_info fork_thp_collapse_warm] 1
     }
 
     test {The collapse pass cut the keyspace into VMAs of fork-thp-vma-size} {
@@ -290,6 +359,8 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         r config resetstat
         assert_equal [thp_info fork_thp_collapse_ranges] 0
         assert_equal [thp_info fork_thp_collapse_passes] 0
+        assert_equal [thp_info fork_thp_collapse_warm_usec] 0
+        assert_equal [thp_info fork_thp_collapse_host_waits] 0
         # What huge pages cost in memory is upstream's fragmentation field.
         assert_morethan [getInfoProperty [r info memory] mem_fragmentation_bytes] 0
     }
