@@ -335,22 +335,24 @@ static long long warmHugePage(void) {
  * takes a zeroing (0.1-0.3 ms). Far slower means the host is taking memory
  * back from the guest right now (free page reporting), and a collapse
  * started now would copy into pages the host has to fault in again, with
- * the mmap lock held. Wait until a warm-up is quick again, a bounded time. */
-static void warmUntilHostQuick(void) {
+ * the mmap lock held. Wait until a warm-up is quick again, a bounded time,
+ * and only while collapsing stays allowed; 0 when told to stop. */
+static int warmUntilHostQuick(void) {
     for (int tries = 0; warmHugePage() > WARM_SLOW_USEC && tries < WARM_MAX_WAITS; tries++) {
         atomicIncr(st_host_waits, 1);
         usleep(WARM_WAIT_MS * 1000);
+        if (!waitAllowed()) return 0;
     }
+    return 1;
 }
 
 static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
     p->huge_before += (long long)huge * 4096;
     if (huge == HUGE_PAGES || resident < COLLAPSE_MIN_RESIDENT) return;
-    if (!waitAllowed()) {
+    if (!waitAllowed() || !warmUntilHostQuick()) {
         p->stopped = 1;
         return;
     }
-    warmUntilHostQuick();
     long long t0 = ustime();
     int rc = madvise((void *)(uintptr_t)addr, HUGE_SIZE, MADV_COLLAPSE);
     long long took = ustime() - t0;
