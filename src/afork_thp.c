@@ -120,7 +120,9 @@ struct afork_page_region {
 #define SLOW_LOOP_PAUSE_MS 100
 #define WARM_SLOW_USEC 2000          /* a warm-up this slow: the host is busy */
 #define WARM_WAIT_MS 20
-#define WARM_MAX_WAITS 50
+#define WARM_MAX_WAITS 50            /* per range */
+#define WARM_MAX_WAITS_PASS 100      /* per pass: a slow warm-up for another cause
+                                        (compaction) must not stall the pass */
 #define REEXEC_MARK "REDIS_AFORK_THP_REEXEC"
 #define JE_THP_CONF "thp:always"
 
@@ -307,6 +309,7 @@ static void rateLimit(long long start_us, long long bytes) {
 
 typedef struct {
     long long start_us, bytes, huge_before, collapsed, max_usec;
+    int host_waits;      /* fork-thp-collapse-warm waits so far */
     int no_collapse;     /* MADV_COLLAPSE unsupported */
     int stopped;
 } passState;
@@ -335,10 +338,14 @@ static long long warmHugePage(void) {
  * takes a zeroing (0.1-0.3 ms). Far slower means the host is taking memory
  * back from the guest right now (free page reporting), and a collapse
  * started now would copy into pages the host has to fault in again, with
- * the mmap lock held. Wait until a warm-up is quick again, a bounded time,
- * and only while collapsing stays allowed; 0 when told to stop. */
-static int warmUntilHostQuick(void) {
-    for (int tries = 0; warmHugePage() > WARM_SLOW_USEC && tries < WARM_MAX_WAITS; tries++) {
+ * the mmap lock held. Wait until a warm-up is quick again, a bounded time
+ * per range and per pass (a warm-up may be slow for another reason, such as
+ * compaction, on every range), and only while collapsing stays allowed; 0
+ * when told to stop. */
+static int warmUntilHostQuick(passState *p) {
+    for (int tries = 0; warmHugePage() > WARM_SLOW_USEC && tries < WARM_MAX_WAITS &&
+                        p->host_waits < WARM_MAX_WAITS_PASS; tries++) {
+        p->host_waits++;
         atomicIncr(st_host_waits, 1);
         usleep(WARM_WAIT_MS * 1000);
         if (!waitAllowed()) return 0;
@@ -349,7 +356,7 @@ static int warmUntilHostQuick(void) {
 static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
     p->huge_before += (long long)huge * 4096;
     if (huge == HUGE_PAGES || resident < COLLAPSE_MIN_RESIDENT) return;
-    if (!waitAllowed() || !warmUntilHostQuick()) {
+    if (!waitAllowed() || !warmUntilHostQuick(p)) {
         p->stopped = 1;
         return;
     }
