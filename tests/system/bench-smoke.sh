@@ -221,6 +221,17 @@ PY
     else
         err "bench steady scenario" "$check"
     fi
+    # child_gaps.py on that run's probe files: a row per figure, a column
+    # per server, spreads in every cell.
+    if gaps_log=$(python3 "$top/bench/child_gaps.py" "$steady" 2>&1) &&
+            grep -q '^| 0.004 GB | stock | afork-thp-collapse | afork-thp-collapse / stock |$' \
+                "$steady/child_gaps.md" &&
+            [ "$(grep -cE '^\| longest PING round trip [^|]+ \| [0-9.e+-]+ \| [0-9.e+-]+ \|' \
+                "$steady/child_gaps.md")" = 4 ]; then
+        ok "child_gaps.py: the fork, the child's life and after it, per server"
+    else
+        err "child_gaps.py" "$gaps_log"
+    fi
 else
     err "bench steady run" "bench/run.sh --scenario steady failed: $(tail -5 <<<"$log")"
 fi
@@ -284,6 +295,27 @@ PY
     ok "sched_waits.py: a preemption's length and who held the CPUs meanwhile, and a sleep"
 else
     err "sched_waits.py" "$check"
+fi
+
+# child_gaps.py's split on fixed samples: BGSAVE at 100 s, a 130 ms fork
+# from 100.01 s, the child gone at 120 s. A PING sent before the fork that
+# waits through it is the fork's; one of 20 ms in the child's life, one of
+# 9 ms after it, one of 50 ms before the BGSAVE (outside the save) is none.
+if check=$(python3 - "$top/bench" <<'PY' 2>&1
+import sys
+sys.path.insert(0, sys.argv[1])
+import child_gaps
+samples = [(99.0, 50.0), (100.005, 136.0), (100.2, 2.0), (110.0, 20.0),
+           (119.99, 1.0), (121.0, 9.0)]
+got = child_gaps.split_round(samples, 100.0, 100.01, 130.0, 20.0)
+want = {"fork": 136.0, "child": 20.0, "after": 9.0, "nofork": 20.0}
+print("ok" if got == want else "got %s, want %s" % (got, want))
+sys.exit(0 if got == want else 1)
+PY
+); then
+    ok "child_gaps.py: a round trip over the fork, in the child's life, after it"
+else
+    err "child_gaps.py split" "$check"
 fi
 
 # tables.py: refuses a -dirty folder and unequal key counts unless allowed,
