@@ -10,10 +10,12 @@
  * ordinary memory reads stall meanwhile, outside Redis: it writes MB MiB of
  * its own (4 KiB pages, written once at start, never freed), then chases a
  * random cycle through it, one dependent 8-byte read after another, and
- * every 4096 reads takes the time and its own run delay (schedstat). A
- * stretch of 4096 reads normally takes under 1 ms; each one over SLOW_MS is
- * printed as: unix time (s), wall ms, ms spent waiting for a CPU, and the
- * rest (on a CPU: the reads themselves). Runs for SECONDS.
+ * every 4096 reads takes the time and its own schedstat (time on a CPU,
+ * time waiting for one). A stretch of 4096 reads normally takes under
+ * 1 ms; each one over SLOW_MS is printed as: unix time (s), wall ms, ms
+ * waiting for a CPU, ms not waiting for one (on a CPU or blocked), and ms
+ * on a CPU by the kernel's count (blocked: a page fault that sleeps, e.g.
+ * on a page being migrated). Runs for SECONDS.
  *
  *   cc -O2 -o read_stall read_stall.c && ./read_stall 600 512 2 > out.txt */
 #define _GNU_SOURCE
@@ -34,15 +36,17 @@ static double now_ms(clockid_t clock) {
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-/* The thread's time waiting on a run queue, ms (2nd field of schedstat). */
-static double run_delay_ms(int fd) {
+/* The thread's time on a CPU and waiting on a run queue, ms (schedstat). */
+static void schedstat_ms(int fd, double *on_cpu, double *waited) {
     char buf[128];
-    unsigned long long on_cpu, waited;
+    unsigned long long run = 0, wait = 0;
     ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    if (sscanf(buf, "%llu %llu", &on_cpu, &waited) != 2) return 0;
-    return waited / 1e6;
+    if (n > 0) {
+        buf[n] = '\0';
+        sscanf(buf, "%llu %llu", &run, &wait);
+    }
+    *on_cpu = run / 1e6;
+    *waited = wait / 1e6;
 }
 
 /* A random cycle over all slots (Sattolo), one slot per 64-byte line. */
@@ -77,22 +81,25 @@ int main(int argc, char **argv) {
     uint64_t *next = make_cycle(slots);
     if (fd < 0 || !next) { perror("read_stall"); return 1; }
     double end = now_ms(CLOCK_MONOTONIC) + seconds * 1e3;
-    double t0 = now_ms(CLOCK_MONOTONIC), d0 = run_delay_ms(fd), worst = 0;
+    double t0 = now_ms(CLOCK_MONOTONIC), r0, d0, worst = 0;
+    schedstat_ms(fd, &r0, &d0);
     unsigned long stretches = 0, over = 0;
     uint64_t at = 0;
     while (t0 < end) {
         for (int i = 0; i < STRIDE; i++) at = next[at];
-        double t1 = now_ms(CLOCK_MONOTONIC), d1 = run_delay_ms(fd);
+        double t1 = now_ms(CLOCK_MONOTONIC), r1, d1;
+        schedstat_ms(fd, &r1, &d1);
         double wall = t1 - t0, waited = d1 - d0;
         stretches++;
         if (wall - waited > worst) worst = wall - waited;
         if (wall > slow) {
             over++;
-            printf("%.3f %.2f %.2f %.2f\n", now_ms(CLOCK_REALTIME) / 1e3, wall, waited,
-                   wall - waited);
+            printf("%.3f %.2f %.2f %.2f %.2f\n", now_ms(CLOCK_REALTIME) / 1e3, wall, waited,
+                   wall - waited, r1 - r0);
             fflush(stdout);
         }
         t0 = t1;
+        r0 = r1;
         d0 = d1;
     }
     fprintf(stderr, "read_stall: %lu stretches of %d reads, %lu over %.1f ms, "

@@ -2,7 +2,7 @@
 stalls.py run: the no-save control, each save while the child lived, and
 the 30 s after the child (the re-collapse pass with fork-thp).
 
-    python3 bench/probes/read_stall_windows.py READ_STALL.txt STALLS_DIR
+    python3 bench/probes/read_stall_windows.py READ_STALL.txt[.gz] STALLS_DIR
 
 STALLS_DIR needs runs.json and probe_<round>.bgsave; the control's window
 comes from probe_control.csv.gz while it is still there (not committed).
@@ -41,7 +41,9 @@ def main(argv):
     if len(argv) != 3:
         sys.stderr.write(__doc__)
         return 2
-    rows = [tuple(map(float, l.split())) for l in open(argv[1]) if l[:1].isdigit()]
+    opener = gzip.open if argv[1].endswith(".gz") else open
+    with opener(argv[1], "rt") as f:
+        rows = [tuple(map(float, l.split()[:4])) for l in f if l[:1].isdigit()]
     print("| window | s | stretches over the threshold | on a CPU over 3 ms "
           "| longest on a CPU (ms) | longest wall (ms) |")
     print("|---|---|---|---|---|---|")
