@@ -40,14 +40,20 @@ def describe(durations_us):
                                ", ".join("%.1f" % (d / 1000.0) for d in top))
 
 
-def rows(slow, folder, after_s):
-    sets = [e for e in entries(slow) if e[2].upper() == "SET"]
+def save_rounds(folder):
+    """(round, BGSAVE sent, child gone) of each save of a stalls.py run, from
+    its runs.json and probe_<round>.bgsave marks."""
     for r in json.load(open(os.path.join(folder, "runs.json")))[0]:
         if not r.get("save"):
             continue
         with open(os.path.join(folder, "probe_%s.bgsave" % r["tag"])) as f:
             t_save = float(f.read().split()[0])
-        t_done = t_save + r["save_s"]
+        yield r, t_save, t_save + r["save_s"]
+
+
+def rows(slow, folder, after_s):
+    sets = [e for e in entries(slow) if e[2].upper() == "SET"]
+    for r, t_save, t_done in save_rounds(folder):
         during = [d for t, d, _ in sets if t_save - 1 <= t <= t_done]
         after = [d for t, d, _ in sets if t_done < t <= t_done + after_s + 1]
         yield "| %s | %.1f | %.1f | %s | %s |" % (

@@ -11,9 +11,11 @@ themselves, including whatever the host did meanwhile without taking the
 vCPU away (steal is counted apart, in stalls.py's steal.csv.gz).
 """
 import gzip
-import json
 import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import slowlog_split  # noqa: E402  (bench/, for the save rounds' times)
 
 AFTER_S = 30.0
 
@@ -26,12 +28,7 @@ def windows(folder):
             next(f)
             times = [float(line.split(",")[0]) for line in f]
         out.append(("control", times[0], times[-1]))
-    for r in json.load(open(os.path.join(folder, "runs.json")))[0]:
-        if not r.get("save"):
-            continue
-        with open(os.path.join(folder, "probe_%s.bgsave" % r["tag"])) as f:
-            t = float(f.read().split()[0])
-        done = t + r["save_s"]
+    for r, t, done in slowlog_split.save_rounds(folder):
         out.append((r["tag"] + ", child alive", t, done))
         out.append((r["tag"] + ", %g s after the child" % AFTER_S, done, done + AFTER_S))
     return out
