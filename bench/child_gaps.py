@@ -70,6 +70,12 @@ def split_round(samples, t_save, t_fork, fork_ms, save_s):
     return out
 
 
+def round_value(res, size, variant, rep, rnd, metric):
+    """results.csv's round<rnd>_<metric> of one repetition, or None."""
+    vals = res.values.get((size, variant, "round%d_%s" % (rnd, metric)), [])
+    return vals[rep - 1] if len(vals) >= rep else None
+
+
 def round_figures(outdir, res):
     """(size, variant, rep) -> {round: split_round()}."""
     rounds = {}
@@ -79,10 +85,8 @@ def round_figures(outdir, res):
             continue
         size, variant = float(m["size"]), m["variant"]
         rep, rnd = int(m["rep"]), int(m["round"])
-        def value(metric):
-            vals = res.values.get((size, variant, "round%d_%s" % (rnd, metric)), [])
-            return vals[rep - 1] if len(vals) >= rep else None
-        fork_ms, save_s = value("fork_ms"), value("save_s")
+        fork_ms = round_value(res, size, variant, rep, rnd, "fork_ms")
+        save_s = round_value(res, size, variant, rep, rnd, "save_s")
         probe = os.path.join(outdir, name[:-len(".bgsave")] + ".csv.gz")
         if fork_ms is None or save_s is None or not os.path.exists(probe):
             continue

@@ -16,6 +16,8 @@ import json
 import os
 import sys
 
+import child_gaps
+
 
 def entries(path):
     """(unix s, duration us, command) of every slowlog entry in the dumps:
@@ -46,8 +48,7 @@ def save_rounds(folder):
     for r in json.load(open(os.path.join(folder, "runs.json")))[0]:
         if not r.get("save"):
             continue
-        with open(os.path.join(folder, "probe_%s.bgsave" % r["tag"])) as f:
-            t_save = float(f.read().split()[0])
+        t_save, _ = child_gaps.read_marks(os.path.join(folder, "probe_%s.bgsave" % r["tag"]))
         yield r, t_save, t_save + r["save_s"]
 
 

@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
         d0 = d1;
     }
     fprintf(stderr, "read_stall: %lu stretches of %d reads, %lu over %.1f ms, "
-            "longest on a CPU %.2f ms (end %lu)\n", stretches, STRIDE, over, slow, worst,
+            "longest not waiting for a CPU %.2f ms (end %lu)\n", stretches, STRIDE, over, slow, worst,
             (unsigned long)at);
     return 0;
 }

@@ -6,9 +6,12 @@ the 30 s after the child (the re-collapse pass with fork-thp).
 
 STALLS_DIR needs runs.json and probe_<round>.bgsave; the control's window
 comes from probe_control.csv.gz while it is still there (not committed).
-"On a CPU" is a stretch's wall time minus its wait for a CPU: the reads
-themselves, including whatever the host did meanwhile without taking the
-vCPU away (steal is counted apart, in stalls.py's steal.csv.gz).
+"Not waiting" is a stretch's wall time minus its wait for a CPU: the
+reads, whatever the host did meanwhile without taking the vCPU away
+(steal is counted apart, in stalls.py's steal.csv.gz), and any sleep. The
+last column, where read_stall recorded it (a fifth field), is the
+kernel's own count of time on a CPU for the longest stretch (updated at
+ticks: 4 ms granularity here), which tells running from sleeping.
 """
 import gzip
 import os
@@ -40,16 +43,18 @@ def main(argv):
         return 2
     opener = gzip.open if argv[1].endswith(".gz") else open
     with opener(argv[1], "rt") as f:
-        rows = [tuple(map(float, l.split()[:4])) for l in f if l[:1].isdigit()]
-    print("| window | s | stretches over the threshold | on a CPU over 3 ms "
-          "| longest on a CPU (ms) | longest wall (ms) |")
-    print("|---|---|---|---|---|---|")
+        rows = [tuple(map(float, l.split())) for l in f if l[:1].isdigit()]
+    print("| window | s | stretches over the threshold | not waiting for a CPU over 3 ms "
+          "| longest not waiting (ms) | its time on a CPU, kernel's count (ms) "
+          "| longest wall (ms) |")
+    print("|---|---|---|---|---|---|---|")
     for name, a, b in windows(argv[2]):
         w = [r for r in rows if a <= r[0] <= b]
-        on = [r[3] for r in w]
-        print("| %s | %.0f | %d | %d | %.1f | %.1f |" % (
-            name, b - a, len(w), sum(1 for v in on if v > 3), max(on or [0]),
-            max([r[1] for r in w] or [0])))
+        top = max(w, key=lambda r: r[3]) if w else None
+        counted = "%.1f" % top[4] if top and len(top) > 4 else "-"
+        print("| %s | %.0f | %d | %d | %.1f | %s | %.1f |" % (
+            name, b - a, len(w), sum(1 for r in w if r[3] > 3), top[3] if top else 0,
+            counted, max([r[1] for r in w] or [0])))
     return 0
 
 
