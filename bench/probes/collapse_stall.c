@@ -22,12 +22,20 @@
  * so they cannot wait behind a collapse. With "warm" the thread writes a
  * scratch huge page of its own and frees it before each collapse, so that
  * the collapse's allocation gets memory the host has backed again
- * (first_touch.c) and the copy under the lock runs at memory speed. Every write is timed; it prints
+ * (first_touch.c) and the copy under the lock runs at memory speed. With
+ * "redo" the thread takes each range apart without MADV_COLLAPSE: it
+ * frees it (MADV_DONTNEED: the 4 KiB copies, the old huge page's mapping,
+ * a TLB flush) and populates it again (a new huge page, zeroed), i.e. the
+ * frees, allocation, first touch and flush of a collapse without its copy
+ * under the lock (the data is lost, which this probe does not mind). With
+ * "alone" it collapses as "collapse" does while the main thread only
+ * sleeps: no other thread of the process runs, so no other CPU holds the
+ * range in its TLB and no fault waits. Every write is timed; it prints
  * the writes over 1, 5 and 10 ms, the longest, the collapses' count and
  * longest, and how long the populate took.
  *
  *   cc -O2 -pthread -o collapse_stall collapse_stall.c
- *   ./collapse_stall SIZE SPLIT LIFE RUN RATE collapse|populate|warm|none [HOGS]
+ *   ./collapse_stall SIZE SPLIT LIFE RUN RATE collapse|populate|warm|redo|alone|none [HOGS]
  *   ./collapse_stall 4096 0 5 10 256 collapse 2
  *   ./collapse_stall 4096 64 5 10 256 populate
  *   ./collapse_stall 4096 64 5 10 256 collapse 2
@@ -55,7 +63,7 @@
 static char *mem;
 static size_t size;
 static long rate_mb;
-static int populate_first, warm_first;
+static int populate_first, warm_first, redo_ranges;
 static char *scratch;
 static double populate_ms;
 static volatile int stop_collapse, stop_hogs;
@@ -66,6 +74,18 @@ static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* The VM's free page reporting passes so far (a counter of this guest
+ * kernel's page_reporting module; -1 where there is none). */
+static long reporting_passes(void) {
+    long n = -1;
+    FILE *f = fopen("/sys/module/page_reporting/parameters/passes", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &n) != 1) n = -1;
+        fclose(f);
+    }
+    return n;
 }
 
 static void die(const char *what) {
@@ -89,7 +109,11 @@ static void *collapser(void *arg) {
             (madvise(scratch, HUGE, MADV_POPULATE_WRITE) || madvise(scratch, HUGE, MADV_DONTNEED)))
             die("warm");
         double t0 = now_ms();
-        if (madvise(mem + off, HUGE, MADV_COLLAPSE) == 0) collapses++;
+        if (redo_ranges) {
+            if (madvise(mem + off, HUGE, MADV_DONTNEED) || madvise(mem + off, HUGE, MADV_POPULATE_WRITE))
+                die("redo");
+            collapses++;
+        } else if (madvise(mem + off, HUGE, MADV_COLLAPSE) == 0) collapses++;
         else collapse_failures++;
         double took = now_ms() - t0;
         if (took > collapse_max_ms) collapse_max_ms = took;
@@ -130,7 +154,7 @@ static void writeFor(double ms, int report) {
 
 int main(int argc, char **argv) {
     if (argc < 7) {
-        fprintf(stderr, "usage: %s SIZE_MB SPLIT_MB LIFE_S RUN_S RATE_MB collapse|populate|warm|none [HOGS]\n", argv[0]);
+        fprintf(stderr, "usage: %s SIZE_MB SPLIT_MB LIFE_S RUN_S RATE_MB collapse|populate|warm|redo|alone|none [HOGS]\n", argv[0]);
         return 2;
     }
     size = (size_t)atol(argv[1]) << 20;
@@ -139,7 +163,9 @@ int main(int argc, char **argv) {
     rate_mb = atol(argv[5]);
     populate_first = !strcmp(argv[6], "populate");
     warm_first = !strcmp(argv[6], "warm");
-    int collapse = populate_first || warm_first || !strcmp(argv[6], "collapse");
+    redo_ranges = !strcmp(argv[6], "redo");
+    int alone = !strcmp(argv[6], "alone");
+    int collapse = populate_first || warm_first || redo_ranges || alone || !strcmp(argv[6], "collapse");
     int hogs = argc > 7 ? atoi(argv[7]) : 0;
 
     char *raw = mmap(NULL, size + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -166,14 +192,21 @@ int main(int argc, char **argv) {
     }
     writeFor(life, 0);                     /* splits the shared huge pages */
     if (waitpid(child, NULL, 0) != child) die("waitpid");
+    struct timespec exited;
+    clock_gettime(CLOCK_REALTIME, &exited);
+    printf("child_exited %ld.%09ld reporting_passes %ld\n", (long)exited.tv_sec, exited.tv_nsec,
+           reporting_passes());
+    fflush(stdout);
 
     pthread_t t;
     if (collapse) pthread_create(&t, NULL, collapser, NULL);
-    writeFor(run, 1);
+    if (alone) usleep((useconds_t)(run * 1000));
+    else writeFor(run, 1);
     stop_collapse = 1;
     if (collapse) pthread_join(t, NULL);
     stop_hogs = 1;
     for (int i = 0; i < hogs && i < 16; i++) pthread_join(hog_threads[i], NULL);
+    printf("reporting_passes %ld\n", reporting_passes());
     printf("size_mb %s split_mb %s collapse %d populate %d hogs %d collapses %ld failures %ld "
            "collapse_max_ms %.2f populate_ms %.1f\n", argv[1], argv[2], collapse, populate_first,
            hogs, collapses, collapse_failures, collapse_max_ms, populate_ms);

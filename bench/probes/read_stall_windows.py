@@ -37,24 +37,32 @@ def windows(folder):
     return out
 
 
-def main(argv):
-    if len(argv) != 3:
-        sys.stderr.write(__doc__)
-        return 2
-    opener = gzip.open if argv[1].endswith(".gz") else open
-    with opener(argv[1], "rt") as f:
-        rows = [tuple(map(float, l.split())) for l in f if l[:1].isdigit()]
+def load_rows(path):
+    """read_stall's stretches: (unix s, wall, wait, not waiting[, on a CPU])."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return [tuple(map(float, l.split())) for l in f if l[:1].isdigit()]
+
+
+def print_table(rows, wins):
     print("| window | s | stretches over the threshold | not waiting for a CPU over 3 ms "
           "| longest not waiting (ms) | its time on a CPU, kernel's count (ms) "
           "| longest wall (ms) |")
     print("|---|---|---|---|---|---|---|")
-    for name, a, b in windows(argv[2]):
+    for name, a, b in wins:
         w = [r for r in rows if a <= r[0] <= b]
         top = max(w, key=lambda r: r[3]) if w else None
         counted = "%.1f" % top[4] if top and len(top) > 4 else "-"
         print("| %s | %.0f | %d | %d | %.1f | %s | %.1f |" % (
             name, b - a, len(w), sum(1 for r in w if r[3] > 3), top[3] if top else 0,
             counted, max([r[1] for r in w] or [0])))
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.stderr.write(__doc__)
+        return 2
+    print_table(load_rows(argv[1]), windows(argv[2]))
     return 0
 
 

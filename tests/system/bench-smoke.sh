@@ -324,6 +324,28 @@ else
     err "child_gaps.py split" "$check"
 fi
 
+# probes/collapse_parts.py on fixed files: a control and one run whose child
+# exits at 1100 s; a stretch 60 ms on a CPU at 1105 s beside a report of
+# 512 MiB sampled at 1105.5 s; one before the child, in the fill.
+parts=$work/parts
+mkdir -p "$parts"
+printf '1000.0 start control\n1030.0 end control\n1080.0 start held-redo\n1140.0 end held-redo\n' \
+    >"$parts/marks.txt"
+printf 'mode held-redo\nchild_exited 1100.0 reporting_passes 7\n' >"$parts/collapse_stall.txt"
+printf '1010.0 4.0 0.5 3.5 3.0\n1090.0 9.0 0.0 9.0 8.0\n1105.0 70.0 1.0 69.0 60.0\n1106.0 5.0 4.0 1.0 1.0\n' \
+    >"$parts/read_stall.txt"
+printf '1099.5 7 1000\n1104.5 7 1000\n1105.5 8 525288\n1106.5 8 525288\n' >"$parts/reporting.txt"
+if parts_md=$(python3 "$top/bench/probes/collapse_parts.py" "$parts" 2>&1) &&
+        echo "$parts_md" | grep -qF '| control | 30 | 1 | 1 | 3.5 | 3.0 | 4.0 |' &&
+        echo "$parts_md" | grep -qF '| held-redo (run 1), fill and child | 20 | 1 | 1 | 9.0 | 8.0 | 9.0 |' &&
+        echo "$parts_md" | grep -qF '| held-redo (run 1), after the child | 40 | 2 | 1 | 69.0 | 60.0 | 70.0 |' &&
+        echo "$parts_md" | grep -qF '| held-redo (run 1), after the child | 512 |' &&
+        echo "$parts_md" | grep -qF '| held-redo (run 1), after the child | 5.0 | 60.0 | +0.5 s, 512 |'; then
+    ok "collapse_parts.py: read_stall's stretches per window, the VM's reports beside"
+else
+    err "collapse_parts.py" "$parts_md"
+fi
+
 # tables.py: refuses a -dirty folder and unequal key counts unless allowed,
 # regenerates and checks a marked block from committed results only.
 tables=$top/bench/tables.py
