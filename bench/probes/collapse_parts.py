@@ -7,7 +7,8 @@ in modes that have one).
 
 Columns as in read_stall_windows.py, whose table this prints; then, where
 reporting.txt was sampled, the MiB the VM's free page reporting handed to
-the host in each window.
+the host in each window, and each stretch over 20 ms on a CPU after a
+child beside the nearest report.
 """
 import os
 import sys
@@ -42,54 +43,11 @@ def main(argv):
     wins = windows(argv[1])
     read_stall_windows.print_table(rows, wins)
     reported = os.path.join(argv[1], "reporting.txt")
-    if os.path.exists(reported):
-        print_reported(reported, wins)
-        print_near_reports(rows, reported, wins)
+    samples = read_stall_windows.load_reporting(reported) if os.path.exists(reported) else []
+    if samples:
+        read_stall_windows.print_reported(samples, wins)
+        read_stall_windows.print_near_reports(rows, samples, wins)
     return 0
-
-
-def print_reported(path, wins):
-    """KiB counter samples (unix s, passes, KiB) -> MiB reported per window."""
-    with open(path) as f:
-        samples = [tuple(map(float, l.split()[:3])) for l in f if len(l.split()) >= 3]
-    if not samples:
-        return
-    print()
-    print("| window | MiB reported to the host |")
-    print("|---|---|")
-    for name, a, b in wins:
-        before = [s for s in samples if s[0] <= a]
-        upto = [s for s in samples if s[0] <= b]
-        if before:  # sampled from the window's start on
-            print("| %s | %.0f |" % (name, (upto[-1][2] - before[-1][2]) / 1024))
-
-
-def report_times(path):
-    """The 1 s samples at which the reported KiB grew: (unix s, MiB)."""
-    with open(path) as f:
-        samples = [tuple(map(float, l.split()[:3])) for l in f if len(l.split()) >= 3]
-    return [(b[0], (b[2] - a[2]) / 1024) for a, b in zip(samples, samples[1:]) if b[2] > a[2]]
-
-
-def print_near_reports(rows, path, wins, on_cpu_ms=20.0):
-    """Each stretch the probe spent over on_cpu_ms on a CPU, after a child,
-    beside the nearest sample at which the VM reported memory."""
-    reports = report_times(path)
-    with open(path) as f:
-        first = float(f.readline().split()[0])
-    print()
-    print("| window | s after the child | on a CPU (ms) | nearest report: s from the stretch, MiB (- not sampled) |")
-    print("|---|---|---|---|")
-    for name, a, b in wins:
-        if not name.endswith("after the child"):
-            continue
-        for r in rows:
-            if a <= r[0] <= b and len(r) > 4 and r[4] > on_cpu_ms:
-                near = min(reports, key=lambda x: abs(x[0] - r[0]), default=None)
-                if r[0] < first:
-                    near = None  # not sampled then
-                where = "%+.1f s, %.0f" % (near[0] - r[0], near[1]) if near else "-"
-                print("| %s | %.1f | %.1f | %s |" % (name, r[0] - a, r[4], where))
 
 
 if __name__ == "__main__":
