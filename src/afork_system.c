@@ -10,6 +10,11 @@
  *    PR_GET_THP_DISABLE, its AnonHugePages, jemalloc's opt.thp and
  *    opt.metadata_thp;
  *  - the page-table size of the process (VmPTE);
+ *  - whether the machine is a VM that reports free memory to its host
+ *    (virtio balloon free page reporting): the host then takes back every
+ *    2 MiB block the guest frees, and on the test VM that stalled every
+ *    vCPU for tens of ms while fork-thp's re-collapse allocated and freed
+ *    huge pages (bench/README.md, "What stalls the VM during the pass");
  *  - advice for LATENCY DOCTOR's "fork" line and redis-server
  *    --check-system.
  *
@@ -31,8 +36,12 @@
 #include "afork_system.h"
 #include "afork_util.h"
 #include "afork_thp.h"
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
+
+#define VIRTIO_ID_BALLOON 5          /* /sys/bus/virtio/devices/<dev>/device */
+#define VIRTIO_BALLOON_F_REPORTING 5 /* a bit of .../<dev>/features, one char per bit */
 
 static struct {
     char thp_enabled[16];        /* system mode: always/madvise/never; "unknown" */
@@ -40,9 +49,10 @@ static struct {
     int thp_process_disabled;    /* prctl(PR_GET_THP_DISABLE); -1 unknown */
     long long anon_huge_bytes;   /* AnonHugePages of smaps_rollup; -1 unknown */
     long long page_table_bytes;  /* VmPTE; -1 unknown */
+    int vm_page_reporting;       /* a virtio balloon reports free pages: 1/0 */
     const char *je_thp;          /* jemalloc opt.thp */
     const char *je_metadata_thp; /* jemalloc opt.metadata_thp */
-} sys = {"unknown", "unknown", -1, -1, -1, "n/a", "n/a"};
+} sys = {"unknown", "unknown", -1, -1, -1, 0, "n/a", "n/a"};
 
 /* The smaps_rollup reader thread. The main thread opens the file (outside
  * any window) and hands the descriptor over; the thread only pread()s it,
@@ -181,6 +191,28 @@ static int hugePagesPossible(void) {
            (strcmp(sys.je_metadata_thp, "disabled") != 0 && strcmp(sys.je_metadata_thp, "n/a") != 0);
 }
 
+/* Does a virtio balloon under root/sys/bus/virtio/devices report free
+ * pages (VIRTIO_BALLOON_F_REPORTING negotiated)? 0 without a balloon. */
+static int readVmPageReporting(const char *root) {
+    char dir[PATH_MAX], path[PATH_MAX + 300], buf[160];
+    snprintf(dir, sizeof(dir), "%s/sys/bus/virtio/devices", root);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int reporting = 0;
+    while (!reporting && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof(path), "%s/%s/device", dir, e->d_name);
+        if (aforkReadFile(path, buf, sizeof(buf)) <= 0 || strtol(buf, NULL, 16) != VIRTIO_ID_BALLOON)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/features", dir, e->d_name);
+        reporting = aforkReadFile(path, buf, sizeof(buf)) > VIRTIO_BALLOON_F_REPORTING &&
+                    buf[VIRTIO_BALLOON_F_REPORTING] == '1';
+    }
+    closedir(d);
+    return reporting;
+}
+
 /* serverCron (or startup): refresh the cached values from the files under
  * root; with_smaps asks the reader thread for a new AnonHugePages figure. */
 void aforkSystemRefresh(const char *root, int with_smaps) {
@@ -197,6 +229,7 @@ void aforkSystemRefresh(const char *root, int with_smaps) {
     snprintf(path, sizeof(path), "%s/proc/self/status", root);
     sys.page_table_bytes =
         aforkReadFile(path, buf, sizeof(buf)) > 0 ? aforkKbField(buf, "VmPTE") : -1;
+    sys.vm_page_reporting = readVmPageReporting(root);
     if (!smaps.started) return;
     if (!hugePagesPossible()) {
         sys.anon_huge_bytes = 0;
@@ -226,7 +259,8 @@ sds aforkSystemInfo(sds info) {
         "jemalloc_opt_thp:%s\r\n"
         "jemalloc_opt_metadata_thp:%s\r\n"
         "fork_smaps_reads:%d\r\n"
-        "fork_smaps_collisions:%lld\r\n",
+        "fork_smaps_collisions:%lld\r\n"
+        "vm_free_page_reporting:%d\r\n",
         sys.page_table_bytes,
         sys.thp_enabled,
         sys.thp_defrag,
@@ -235,7 +269,8 @@ sds aforkSystemInfo(sds info) {
         sys.je_thp,
         sys.je_metadata_thp,
         smaps.started && hugePagesPossible(),
-        smaps.collisions);
+        smaps.collisions,
+        sys.vm_page_reporting);
 }
 
 /* ------------------------------------------------------------ the advice */
@@ -270,6 +305,11 @@ int aforkSystemCheck(sds *msg) {
     printf("THP: enabled=%s defrag=%s process-disabled=%d, kernel %s 4 KiB copy-on-write of huge pages\n",
            sys.thp_enabled, sys.thp_defrag, sys.thp_process_disabled,
            kernelHasThpCowSplit() ? "has" : "lacks");
+    printf("VM free page reporting: %s\n", sys.vm_page_reporting
+               ? "yes (a virtio balloon hands every freed 2 MiB block to the host; fork-thp's"
+                 " re-collapse frees and takes such blocks after each save: README,"
+                 " vm_free_page_reporting)"
+               : "no");
     if (!strcmp(sys.thp_enabled, "never") && kernelHasThpCowSplit()) {
         *msg = sdsnew("Transparent huge pages are 'never': the keyspace stays in 4 KiB pages, so fork()"
                       " copies about 512 times more page-table entries than with huge pages. On this"

@@ -38,6 +38,22 @@ proc sys_thp {name} {
     return $v
 }
 
+# 1 if a virtio balloon of this machine negotiated free page reporting
+# (feature bit 5: the sixth character of its features file), else 0.
+proc sys_vm_page_reporting {} {
+    foreach dev [glob -nocomplain /sys/bus/virtio/devices/*] {
+        if {[catch {set fd [open $dev/device]}]} continue
+        set id [string trim [read $fd]]
+        close $fd
+        if {$id ne "0x0005"} continue
+        set fd [open $dev/features]
+        set bits [read $fd]
+        close $fd
+        if {[string index $bits 5] eq "1"} { return 1 }
+    }
+    return 0
+}
+
 # A "Field:   N kB" line of a /proc file, in bytes.
 proc proc_kb {path field} {
     set fd [open $path]
@@ -161,6 +177,7 @@ start_server [list tags {"afork external:skip"} overrides [list loadmodule $fork
         set pid [srv 0 pid]
         assert_equal [sys_thp enabled] [fork_info thp_enabled]
         assert_equal [sys_thp defrag] [fork_info thp_defrag]
+        assert_equal [sys_vm_page_reporting] [fork_info vm_free_page_reporting]
         # PR_GET_THP_DISABLE is the negation of the kernel's THP_enabled line.
         set fd [open /proc/$pid/status]
         regexp -line {^THP_enabled:\s+(\d)} [read $fd] -> thp_on
@@ -319,6 +336,27 @@ start_server [list tags {"afork external:skip"} overrides [list loadmodule $fork
         r config set fork-probe-root ""
     }
 
+    test {VM free page reporting read from a fake tree} {
+        # A balloon (device 5) without the reporting bit, a block device with
+        # bit 5 set: no reporting. Then the balloon with it, then without.
+        set devices sys/bus/virtio/devices
+        set without [list $devices/virtio0/device "0x0005\n" \
+                          $devices/virtio0/features "0110000100000000\n" \
+                          $devices/virtio1/device "0x0002\n" \
+                          $devices/virtio1/features "0010011001100100\n"]
+        set with [list $devices/virtio0/device "0x0005\n" \
+                       $devices/virtio0/features "0110010100000000\n" \
+                       $devices/virtio1/device "0x0002\n" \
+                       $devices/virtio1/features "0010011001100100\n"]
+        probe_fake $fake $without
+        wait_for_condition 50 50 {[fork_info vm_free_page_reporting] == 0} else { fail "not refreshed" }
+        probe_fake $fake $with
+        wait_for_condition 50 50 {[fork_info vm_free_page_reporting] == 1} else { fail "not refreshed" }
+        probe_fake $fake [list $devices/virtio0/device "0x0005\n" $devices/virtio0/features "011"]
+        wait_for_condition 50 50 {[fork_info vm_free_page_reporting] == 0} else { fail "not refreshed" }
+        r config set fork-probe-root ""
+    }
+
     test {LATENCY events fork-child-ready and fork-cow-stall, and DOCTOR's fork advice} {
         r latency reset
         r config set latency-monitor-threshold 1
@@ -374,6 +412,11 @@ tags {"afork"} {
         catch {exec src/redis-server --check-system} out
         assert_match {*Async-fork kernel:*\[async-fork\]...*} $out
         assert_match {*THP: enabled=*\[fork-thp\]...*} $out
+        if {[sys_vm_page_reporting]} {
+            assert_match {*VM free page reporting: yes (a virtio balloon*} $out
+        } else {
+            assert_match {*VM free page reporting: no*} $out
+        }
     }
 }
 
