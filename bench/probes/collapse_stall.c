@@ -52,6 +52,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "page_reporting.h"
+
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
@@ -74,18 +76,6 @@ static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-/* The VM's free page reporting passes so far (a counter of this guest
- * kernel's page_reporting module; -1 where there is none). */
-static long reporting_passes(void) {
-    long n = -1;
-    FILE *f = fopen("/sys/module/page_reporting/parameters/passes", "r");
-    if (f) {
-        if (fscanf(f, "%ld", &n) != 1) n = -1;
-        fclose(f);
-    }
-    return n;
 }
 
 static void die(const char *what) {
@@ -195,7 +185,7 @@ int main(int argc, char **argv) {
     struct timespec exited;
     clock_gettime(CLOCK_REALTIME, &exited);
     printf("child_exited %ld.%09ld reporting_passes %ld\n", (long)exited.tv_sec, exited.tv_nsec,
-           reporting_passes());
+           reportingPasses());
     fflush(stdout);
 
     pthread_t t;
@@ -206,7 +196,7 @@ int main(int argc, char **argv) {
     if (collapse) pthread_join(t, NULL);
     stop_hogs = 1;
     for (int i = 0; i < hogs && i < 16; i++) pthread_join(hog_threads[i], NULL);
-    printf("reporting_passes %ld\n", reporting_passes());
+    printf("reporting_passes %ld\n", reportingPasses());
     printf("size_mb %s split_mb %s collapse %d populate %d hogs %d collapses %ld failures %ld "
            "collapse_max_ms %.2f populate_ms %.1f\n", argv[1], argv[2], collapse, populate_first,
            hogs, collapses, collapse_failures, collapse_max_ms, populate_ms);

@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "page_reporting.h"
+
 #define HUGE (2UL << 20)
 #define MAX_COPIES 200000
 
@@ -37,16 +39,6 @@ static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static long passes(void) {
-    long n = -1;
-    FILE *f = fopen("/sys/module/page_reporting/parameters/passes", "r");
-    if (f) {
-        if (fscanf(f, "%ld", &n) != 1) n = -1;
-        fclose(f);
-    }
-    return n;
 }
 
 /* A 2 MiB-aligned 2 MiB mapping advised MADV_HUGEPAGE (the rest unmapped). */
@@ -95,7 +87,7 @@ int main(int argc, char **argv) {
     double run = atof(argv[1]) * 1e3, interval = atof(argv[2]), slow = atof(argv[4]);
     pid_t child = 0;
     if (atol(argv[3]) > 0 && (child = fork()) == 0) churn((size_t)atol(argv[3]));
-    long passes_start = passes();
+    long passes_start = reportingPasses();
     char *src = hugeMap(), *kept = hugeMap();
     memset(src, 7, HUGE);
     memset(kept, 1, HUGE);
@@ -103,7 +95,7 @@ int main(int argc, char **argv) {
     int n = 0;
     double start = now_ms();
     while (now_ms() - start < run && n < MAX_COPIES) {
-        long p0 = passes();
+        long p0 = reportingPasses();
         double t0 = now_ms();
         memcpy(kept, src, HUGE);
         t_kept[n] = now_ms() - t0;
@@ -133,7 +125,7 @@ int main(int argc, char **argv) {
         if (t_kept[n] > slow || t_fresh[n] > slow || t_warm[n] > slow || t_scratch[n] > slow)
             printf("t=%.3f s  kept %.2f ms  fresh %.2f ms  scratch %.2f ms  warm %.2f ms  %s  "
                    "reporting passes %ld..%ld\n", (t0 - start) / 1e3, t_kept[n], t_fresh[n],
-                   t_scratch[n], t_warm[n], n % 2 ? "warm first" : "fresh first", p0, passes());
+                   t_scratch[n], t_warm[n], n % 2 ? "warm first" : "fresh first", p0, reportingPasses());
         n++;
         double next = start + n * interval;
         while (now_ms() < next) usleep(200);
@@ -142,7 +134,7 @@ int main(int argc, char **argv) {
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
     }
-    printf("reporting passes during the run: %ld\n", passes() - passes_start);
+    printf("reporting passes during the run: %ld\n", reportingPasses() - passes_start);
     report("kept", t_kept, n, slow);
     report("fresh", t_fresh, n, slow);
     report("scratch", t_scratch, n, slow);
