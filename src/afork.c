@@ -338,6 +338,7 @@ int aforkApplyThpTuning(const char **err) {
  * is open (the next periodic probe does it then). */
 int aforkApplyProbeRoot(const char **err) {
     UNUSED(err);
+    aforkSystemRootChanged();
     if (!aforkWindowOpen()) aforkKernelProbe(probeRoot());
     return 1;
 }

@@ -12,9 +12,11 @@
  *  - the page-table size of the process (VmPTE);
  *  - whether the machine is a VM that reports free memory to its host
  *    (virtio balloon free page reporting): the host then takes back every
- *    2 MiB block the guest frees, and on the test VM that stalled every
- *    vCPU for tens of ms while fork-thp's re-collapse allocated and freed
- *    huge pages (bench/README.md, "What stalls the VM during the pass");
+ *    2 MiB block the guest frees, and on the test VM that stalled the
+ *    memory reads of Redis and of other processes for tens of ms while
+ *    fork-thp's re-collapse allocated and freed huge pages (bench/README.md,
+ *    "What stalls the VM during the pass"); read at startup and when
+ *    fork-probe-root changes, since a device's features do not;
  *  - advice for LATENCY DOCTOR's "fork" line and redis-server
  *    --check-system.
  *
@@ -50,9 +52,10 @@ static struct {
     long long anon_huge_bytes;   /* AnonHugePages of smaps_rollup; -1 unknown */
     long long page_table_bytes;  /* VmPTE; -1 unknown */
     int vm_page_reporting;       /* a virtio balloon reports free pages: 1/0 */
+    int vm_stale;                /* vm_page_reporting to be read (again) */
     const char *je_thp;          /* jemalloc opt.thp */
     const char *je_metadata_thp; /* jemalloc opt.metadata_thp */
-} sys = {"unknown", "unknown", -1, -1, -1, 0, "n/a", "n/a"};
+} sys = {"unknown", "unknown", -1, -1, -1, 0, 1, "n/a", "n/a"};
 
 /* The smaps_rollup reader thread. The main thread opens the file (outside
  * any window) and hands the descriptor over; the thread only pread()s it,
@@ -229,7 +232,10 @@ void aforkSystemRefresh(const char *root, int with_smaps) {
     snprintf(path, sizeof(path), "%s/proc/self/status", root);
     sys.page_table_bytes =
         aforkReadFile(path, buf, sizeof(buf)) > 0 ? aforkKbField(buf, "VmPTE") : -1;
-    sys.vm_page_reporting = readVmPageReporting(root);
+    if (sys.vm_stale) {
+        sys.vm_page_reporting = readVmPageReporting(root);
+        sys.vm_stale = 0;
+    }
     if (!smaps.started) return;
     if (!hugePagesPossible()) {
         sys.anon_huge_bytes = 0;
@@ -238,6 +244,12 @@ void aforkSystemRefresh(const char *root, int with_smaps) {
     smapsOpen(root);
     atomicGet(smaps_anon_huge, sys.anon_huge_bytes);
     if (with_smaps) smapsRequest();
+}
+
+/* CONFIG SET fork-probe-root: read the VM's devices under the new root at
+ * the next refresh. */
+void aforkSystemRootChanged(void) {
+    sys.vm_stale = 1;
 }
 
 const char *aforkSystemThpMode(void) {

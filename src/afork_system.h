@@ -10,6 +10,7 @@
 
 void aforkSystemInit(const char *root);
 void aforkSystemRefresh(const char *root, int with_smaps);
+void aforkSystemRootChanged(void);
 void aforkSystemAllowReads(int allowed);
 void aforkSystemStop(void);
 const char *aforkSystemThpMode(void);

@@ -29,11 +29,14 @@ done) > "$out/reporting.txt" &
 sampler=$!
 booted_ms=$(cat $reporting/min_free_ms 2>/dev/null || echo 0)
 booted_mib=$(cat $reporting/max_waiting_mib 2>/dev/null || echo 1024)
+hold() {                                   # hold MIN_FREE_MS MAX_WAITING_MIB
+    echo "$1" > $reporting/min_free_ms
+    echo "$2" > $reporting/max_waiting_mib
+}
 put_back() {
     kill $probe $sampler 2>/dev/null || true
     [ -w $reporting/min_free_ms ] || return 0
-    echo "$booted_ms" > $reporting/min_free_ms
-    echo "$booted_mib" > $reporting/max_waiting_mib
+    hold "$booted_ms" "$booted_mib"
 }
 trap put_back EXIT
 sleep 20                                   # the probe's memory written
@@ -44,17 +47,13 @@ for mode in "$@"; do
     run=${mode#held-}
     if [ "$run" != "$mode" ]; then
         [ -w $reporting/min_free_ms ] || { echo "no page_reporting parameters here" >&2; exit 1; }
-        echo 100000 > $reporting/min_free_ms
-        echo 20000 > $reporting/max_waiting_mib
+        hold 100000 20000
         sleep 110
     fi
     echo "$(date +%s.%N) start $mode" >> "$out/marks.txt"
     echo "mode $mode" >> "$out/collapse_stall.txt"
     "$out/collapse_stall" 4096 64 20 30 256 "$run" >> "$out/collapse_stall.txt"
     echo "$(date +%s.%N) end $mode" >> "$out/marks.txt"
-    if [ "$run" != "$mode" ]; then
-        echo "$booted_ms" > $reporting/min_free_ms
-        echo "$booted_mib" > $reporting/max_waiting_mib
-    fi
+    [ "$run" = "$mode" ] || hold "$booted_ms" "$booted_mib"
     sleep 10
 done
