@@ -7,17 +7,23 @@
 # writes by itself (serverCron, its own bookkeeping), the part of a save's
 # copy-on-write that no client causes (issue 17 item 3).
 #
-#   bench/probes/idle_cow.sh [KEYS [SAVES]]     (default 3000000 keys, 5 saves)
+#   bench/probes/idle_cow.sh [KEYS [SAVES [PAUSE]]]
 #
-# Binaries: build/stock/redis-8.0.6/src and build/redis-8.0.6/src.
+# Defaults: 3000000 keys (1.16 GB), 5 saves each, 8 s after each save for
+# the re-collapse. Binaries: build/redis-8.0.6/src and stock's in
+# $STOCK/src (build/stock/redis-8.0.6); ports IDLE_COW_PORT and the next
+# (7391).
 set -e
 keys=${1:-3000000}
 saves=${2:-5}
+pause=${3:-8}
+p1=${IDLE_COW_PORT:-7391}
+p2=$((p1 + 1))
 top=$(cd "$(dirname "$0")/../.." && pwd)
-stock=$top/build/stock/redis-8.0.6/src
+stock=${STOCK:-$top/build/stock/redis-8.0.6}/src
 afork=$top/build/redis-8.0.6/src
 work=$(mktemp -d /tmp/idle_cow.XXXXXX)
-trap 'for p in 7391 7392; do "$afork/redis-cli" -p $p shutdown nosave >/dev/null 2>&1 || true; done; rm -rf "$work"' EXIT
+trap 'for p in $p1 $p2; do "$afork/redis-cli" -p $p shutdown nosave >/dev/null 2>&1 || true; done; rm -rf "$work"' EXIT
 
 start() {                                   # start NAME BINDIR PORT ARGS...
     name=$1 bin=$2 port=$3; shift 3
@@ -40,16 +46,16 @@ save() {                                    # save NAME PORT
     cow=$(field "$2" persistence rdb_last_cow_size)
     faults=$(field "$2" fork latest_fork_cow_minor_faults)
     echo "$1 $i cow_bytes=$cow parent_cow_faults=${faults:-n/a}"
-    sleep 8                                 # the re-collapse of the last pass
+    sleep "$pause"                          # the re-collapse of the last pass
 }
 
-start stock "$stock" 7391
-start fork-thp "$afork" 7392 --fork-thp yes
-echo "used_memory stock=$(field 7391 memory used_memory) fork-thp=$(field 7392 memory used_memory)"
-echo "fork_thp_heap=$(field 7392 fork fork_thp_heap)"
+start stock "$stock" $p1
+start fork-thp "$afork" $p2 --fork-thp yes
+echo "used_memory stock=$(field $p1 memory used_memory) fork-thp=$(field $p2 memory used_memory)"
+echo "fork_thp_heap=$(field $p2 fork fork_thp_heap)"
 i=0
 while [ $i -lt "$saves" ]; do
     i=$((i + 1))
-    if [ $((i % 2)) = 1 ]; then save stock 7391; save fork-thp 7392
-    else save fork-thp 7392; save stock 7391; fi
+    if [ $((i % 2)) = 1 ]; then save stock $p1; save fork-thp $p2
+    else save fork-thp $p2; save stock $p1; fi
 done

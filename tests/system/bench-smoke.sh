@@ -346,6 +346,17 @@ else
     err "collapse_parts.py" "$parts_md"
 fi
 
+# probes/idle_cow.sh, tiny: both servers get every key, each save prints
+# its copy-on-write, fork-thp's with the parent's fault count.
+if cow_out=$(STOCK=$stock IDLE_COW_PORT=$(free_port) \
+        "$top/bench/probes/idle_cow.sh" 20000 1 0.5 2>&1) &&
+        grep -qE '^stock 1 cow_bytes=[0-9]+ parent_cow_faults=n/a$' <<<"$cow_out" &&
+        grep -qE '^fork-thp 1 cow_bytes=[0-9]+ parent_cow_faults=[0-9]+$' <<<"$cow_out"; then
+    ok "idle_cow.sh: an idle save of stock and of fork-thp, their copy-on-write"
+else
+    err "idle_cow.sh" "$cow_out"
+fi
+
 # tables.py: refuses a -dirty folder and unequal key counts unless allowed,
 # regenerates and checks a marked block from committed results only.
 tables=$top/bench/tables.py
