@@ -1,11 +1,12 @@
 #!/bin/sh
-# idle_cow.sh -- what the parent copies on its own while a save child lives:
-# stock Redis and redis-afork with fork-thp, both populated with the same
-# keys (DEBUG POPULATE), then BGSAVEs with no client load, the two servers
-# alternating; prints each save's rdb_last_cow_size and the parent's
-# copy-on-write faults. With no load, what is copied is what the server
-# writes by itself (serverCron, its own bookkeeping), the part of a save's
-# copy-on-write that no client causes (issue 17 item 3).
+# idle_cow.sh -- what a save copies when no client writes: stock Redis and
+# redis-afork with fork-thp, both populated with the same keys (DEBUG
+# POPULATE), then BGSAVEs with no client load, the two servers alternating;
+# prints each save's rdb_last_cow_size (the child's private dirty memory:
+# the pages either process wrote after the fork) and the parent's
+# copy-on-write faults. With no load that is what the server writes by
+# itself (serverCron, its bookkeeping, the child's own buffers), the part
+# of a save's copy-on-write that no client causes (issue 17 item 3).
 #
 #   bench/probes/idle_cow.sh [KEYS [SAVES [PAUSE]]]
 #
@@ -23,15 +24,25 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 stock=${STOCK:-$top/build/stock/redis-8.0.6}/src
 afork=$top/build/redis-8.0.6/src
 work=$(mktemp -d /tmp/idle_cow.XXXXXX)
-trap 'for p in $p1 $p2; do "$afork/redis-cli" -p $p shutdown nosave >/dev/null 2>&1 || true; done; rm -rf "$work"' EXIT
+# Stopped by their pid files: never a server of someone else's on a port.
+trap 'for f in "$work"/*/pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done; rm -rf "$work"' EXIT
 
 start() {                                   # start NAME BINDIR PORT ARGS...
     name=$1 bin=$2 port=$3; shift 3
     mkdir -p "$work/$name"
+    if "$afork/redis-cli" -p "$port" ping >/dev/null 2>&1; then
+        echo "idle_cow: port $port is in use (set IDLE_COW_PORT)" >&2; exit 1
+    fi
     "$bin/redis-server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
         --dir "$work/$name" --logfile server.log --daemonize yes \
-        --enable-debug-command local "$@"
-    until "$afork/redis-cli" -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
+        --pidfile "$work/$name/pid" --enable-debug-command local "$@"
+    tries=0
+    until "$afork/redis-cli" -p "$port" ping >/dev/null 2>&1; do
+        tries=$((tries + 1))
+        [ $tries -lt 100 ] || { echo "idle_cow: $name did not start:" >&2
+                                tail -5 "$work/$name/server.log" >&2; exit 1; }
+        sleep 0.1
+    done
     "$afork/redis-cli" -p "$port" debug populate "$keys" key 256 >/dev/null
     n=$("$afork/redis-cli" -p "$port" dbsize)
     [ "$n" = "$keys" ] || { echo "idle_cow: $name has $n keys, not $keys" >&2; exit 1; }
