@@ -255,7 +255,7 @@ fi
 if start_as_unit "redis-afork"; then
     info=$(cli info server | tr -d '\r')
     if grep -qx 'redis_afork_version:[0-9.]*' <<<"$info" &&
-        grep -qx 'redis_version:8.0.6' <<<"$info" &&
+        grep -qx "redis_version:$REDIS_VERSION" <<<"$info" &&
         grep -qx 'executable:/usr/bin/redis-server' <<<"$info" &&
         grep -qx 'config_file:/etc/redis/redis.conf' <<<"$info"; then
         ok "INFO server: $(grep -E '^redis_afork_version' <<<"$info"), /usr/bin/redis-server with /etc/redis/redis.conf"
