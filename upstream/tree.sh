@@ -20,8 +20,10 @@
 #   stock TREE     create TREE with the security layer only (re-applying
 #                  patches/security/ when it changed)
 #   export TREE    write the tree's commits after security-fixes to patches/
-#                  (patches/security/ is an input, edited as files)
+#                  (patches/security/ is an input, edited as files); fail
+#                  afterwards when a patch lacks its DEP-3 fields
 #   check TREE     fail, saying what to do, if patches/ and TREE disagree
+#                  or a patch (ours or the layer's) lacks its DEP-3 fields
 # PATCHES_DIR overrides patches/ (used by the workflow's own tests).
 set -euo pipefail
 
@@ -178,6 +180,45 @@ link_ours() {
 
 dirty_files() { g status --porcelain | head -n 10; }
 
+# The patches of series directory $1 whose message lacks a DEP-3 field, one
+# line each: "NAME: no FIELD...". From (the author) and Subject (the
+# description, with the message body) are git's own; Forwarded (no,
+# not-needed, or where it was sent) and Last-Update (YYYY-MM-DD) are the
+# last lines of the commit message (docs/contributing.md).
+missing_dep3() {
+    local dir=$1 name msg want
+    for name in $(series_names "$dir"); do
+        [ -f "$dir/$name" ] || continue
+        msg=$(sed '/^---$/q' "$dir/$name")
+        want=()
+        grep -q '^From: ' <<<"$msg" || want+=(From)
+        grep -q '^Subject: ' <<<"$msg" || want+=(Subject)
+        grep -qE '^Forwarded: [^[:space:]]' <<<"$msg" || want+=(Forwarded)
+        grep -qE '^Last-Update: [0-9]{4}-[0-9]{2}-[0-9]{2}$' <<<"$msg" || want+=(Last-Update)
+        [ ${#want[@]} -eq 0 ] || echo "$name: no ${want[*]}"
+    done
+}
+
+# Complain about patches without their DEP-3 fields; 1 when there are some.
+check_dep3() {
+    local bad verdict=0
+    bad=$(missing_dep3 "$patches")
+    if [ -n "$bad" ]; then
+        mapfile -t bad <<<"$bad"
+        complain "patches/ has patches without their DEP-3 fields:" "${bad[@]}" \
+            "End each commit message in $tree with lines such as" \
+            "'Forwarded: not-needed' and 'Last-Update: $(date -u +%F)' (git rebase -i" \
+            "security-fixes, reword), then run 'make patches'." || verdict=1
+    fi
+    bad=$(missing_dep3 "$layer")
+    if [ -n "$bad" ]; then
+        mapfile -t bad <<<"$bad"
+        complain "patches/security has patches without their DEP-3 fields:" "${bad[@]}" \
+            "Add the lines before each file's '---' line." || verdict=1
+    fi
+    return $verdict
+}
+
 cmd_stock() {
     if [ -d "$tree/.git" ] && [ "$(g rev-parse HEAD)" = "$(g rev-parse security-fixes)" ] &&
         [ -z "$(dirty_files)" ]; then
@@ -238,6 +279,7 @@ cmd_export() {
     export_to "$patches"
     record_applied
     echo "upstream/tree: patches/ now holds $(series_names "$patches" | wc -l) patches from $tree"
+    check_dep3 || exit 1
 }
 
 cmd_check() {
@@ -268,7 +310,7 @@ cmd_check() {
         return 1
     fi
     case $verdict in
-    0) return 0 ;;
+    0) check_dep3 ;;
     1) complain "patches/ changed since $tree was made (a pull or checkout?)." \
            "Run 'make' to re-apply them; the tree holds no work of its own." ;;
     2) complain "$tree has commits that patches/ does not carry." \

@@ -29,10 +29,17 @@ expect_fail "export refuses an uncommitted edit" "uncommitted changes" "$ts" exp
 
 git -C "$t" commit -qam "test: an edit made in the tree"
 expect_fail "check fails on a commit not exported" "make patches" "$ts" check "$t"
-expect_ok "export writes the commit into patches/" "$ts" export "$t"
+expect_fail "export writes a commit without DEP-3 fields, then names what it lacks" \
+    "test-an-edit-made-in-the-tree.patch: no Forwarded Last-Update" "$ts" export "$t"
+expect_fail "check fails on a patch without DEP-3 fields" "test-an-edit-made-in-the-tree.patch: no Forwarded" \
+    "$ts" check "$t"
+git -C "$t" commit -q --amend -m "test: an edit made in the tree" -m "Forwarded: not-needed
+Last-Update: 2026-01-01"
+expect_ok "export writes the commit, DEP-3 fields and all, into patches/" "$ts" export "$t"
 last=$(tail -n 1 "$PATCHES_DIR/series")
 if [ "$(grep -vc '^#' "$PATCHES_DIR/series")" -eq $((n + 1)) ] &&
-    grep -q '^+/\* afork workflow test \*/' "$PATCHES_DIR/$last"; then
+    grep -q '^+/\* afork workflow test \*/' "$PATCHES_DIR/$last" &&
+    grep -qx 'Forwarded: not-needed' "$PATCHES_DIR/$last"; then
     ok "the new patch $last carries the edit"
 else
     err "exported patch" "series: $(cat "$PATCHES_DIR/series")"
