@@ -63,7 +63,7 @@ pdir=$src/debian/patches/afork
 mkdir -p "$pdir/security"
 {
     echo
-    echo "# redis-afork: the fixes Debian's CVE patches need on 8.0 (their tests),"
+    echo "# redis-afork: the fixes Debian's CVE patches need on this release (their tests),"
     echo "# our sources, then our patches (the project's patches/series)."
 } >>"$src/debian/patches/series"
 for name in $(series_names "$top/patches/security/series"); do
@@ -75,6 +75,8 @@ done
     echo " src/afork*.c and src/afork*.h, kept as files of their own in the"
     echo " redis-afork repository; the patches after this one hook them into Redis."
     echo "Author: $maintainer"
+    echo "Forwarded: not-needed"
+    echo "Last-Update: $(git -C "$top" log -1 --format=%cs -- src 2>/dev/null || date -u +%F)"
     echo "---"
     (cd "$top" && for f in src/afork*; do git diff --no-index /dev/null "$f" || true; done)
 } >"$pdir/0000-redis-afork-sources.patch"
