@@ -55,7 +55,7 @@ kernel-test: check-deps-kernel $(KERNEL_REDIS_DEP)
 
 # The full Redis latency experiment (README: "The Redis latency
 # experiment"): stock kernel, patched vm.async_fork=2 and =1, 1024 and 1536
-# MiB, 10 BGSAVEs per cell; about 5 h under TCG (KERNEL_TEST_E2E_BOOTS and
+# MiB, 10 BGSAVEs per cell; hours under TCG (KERNEL_TEST_E2E_BOOTS and
 # KERNEL_TEST_REDIS_LAT_MIB run a part).
 kernel-e2e: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@$(AFORK_KDIR)/scripts/kernel-test.sh e2e

@@ -99,9 +99,9 @@ kernel_cmdline() {
     [ -n "$sysctls" ] && words+=" afork.sysctl=$sysctls"
     [ -n "$inject" ] && words+=" afork.inject=$inject"
     # Under TCG the clocksource watchdog finds the TSC skewed against the
-    # HPET now and then and switches to the HPET, whose reads trap: boots
-    # then time differently (4 of 6 e2e boots on 2026-11-24 switched).
-    # tsc=reliable keeps the TSC (no watchdog on it).
+    # HPET now and then and switches to the HPET, whose reads trap, so that
+    # identical boots time differently. tsc=reliable keeps the TSC (no
+    # watchdog on it).
     [ "$accel" = tcg ] && words+=" tsc=reliable"
     [ -n "$append" ] && words+=" $append"
     echo "$words"

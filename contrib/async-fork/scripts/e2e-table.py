@@ -11,7 +11,7 @@ parent's fork time (latest_fork_usec), the worst PING within 1 s after the
 fork, the worst PING over the save, and the event's length. The controls
 (control-idle: the same load, no save; control-hog: a CPU hog of the save's
 length on the child's CPU) have no fork. Then, per kernel and size, the
-issue's ratios. --plot FILE draws fork time and worst PING per cell against
+target ratios. --plot FILE draws fork time and worst PING per cell against
 size (matplotlib; skipped with a message when it is missing). On the
 patched kernels, the async_fork counters read around each save (the
 "counters over the save" lines) give a second table: the page tables the
@@ -24,7 +24,7 @@ ran redis-forkcost: forktest's fork time with N page tables written inside
 fork() and with N more mappings (the slopes: what one table, one mapping
 costs the parent) and the idle BGSAVEs' fork cost per server. --check:
 exit 1 when, on a patched kernel, redis-afork (quiet window on) has a
-median fork time over 1.5x stock 8.0.6's + 1 ms, or a median worst PING
+median fork time over 1.5x stock Redis's + 1 ms, or a median worst PING
 within 1 s after the fork over 2x stock's + 5 ms (the CI comparison: 3
 rounds on a 2-vCPU TCG guest are noisy, so only a clear loss fails), or
 when a save's counters do not add up (deferred = child + parent copies)."""

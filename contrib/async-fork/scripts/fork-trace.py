@@ -12,7 +12,7 @@ name, with the number of calls), and the time of the first N
 handle_mm_fault() of that task after clone() returned (N = the faults
 INFO counts inside fork(), 28 by default), with the part in faults over
 40 us (those that copied a page table). Trace only a few functions: each
-traced call adds its own overhead (about 2 us under TCG)."""
+traced call adds its own overhead to the times it measures."""
 
 import collections
 import re

@@ -23,10 +23,10 @@
 #   KERNEL_TEST_E2E=0    skip the Redis end-to-end boot (patched kernel,
 #                        vm.async_fork=2: redis-consistency, and the short
 #                        latency experiment, checked: redis-afork against
-#                        stock 8.0.6)
+#                        stock Redis)
 #   KERNEL_TEST_REDIS_MIB    data size of redis-consistency (default 512,
 #                            sized for CI: each round hashes, saves and
-#                            loads it all; 2048 takes about 2 min a round)
+#                            loads it all, so a round grows with the size)
 #   KERNEL_TEST_REDIS_ROUNDS rounds of redis-consistency (default 10 for
 #                            test, sized for CI; 20 for e2e)
 #   KERNEL_TEST_REDIS_LAT_MIB sizes of redis-latency, comma list (default

@@ -194,8 +194,8 @@ static int madv_advice_test(void)
      * back to SCHED_OTHER (SCHED_RESET_ON_FORK): the child runs, and
      * copies, only once the parent sleeps in wait_child(), so the advice
      * runs while every table is still pending. (Pinned alone, a debug
-     * kernel's slow madvise() let the child in first in up to 19 of 20
-     * rounds; on two CPUs a fast child finished first in every round.)
+     * kernel's slow madvise() often lets the child in first; on two CPUs
+     * a fast child can finish its copy before the advice runs.)
      * Without the privilege the rounds still race, as before. */
     struct sched_param fifo = { .sched_priority = 1 }, other = { 0 };
     sched_getaffinity(0, sizeof(saved), &saved);
