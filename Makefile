@@ -89,8 +89,9 @@ test-exporter: build
 test-upstream: check-deps-test build
 	@TREE=$(TREE) TEST_CLIENTS=$(TEST_CLIENTS) tests/run.sh --upstream-all
 
-# Stock Redis and redis-afork side by side (bench/README.md): SIZES in GB,
-# REPEAT interleaved repetitions.
+# Stock Redis and redis-afork side by side (docs/benchmarks.md): SIZES in GB,
+# REPEAT interleaved repetitions; BENCH_FLAGS, any option of python3 -m
+# forkbench (--scenario steady, --peer NAME=BINARY[:ARGS], ...).
 SIZES ?= 1
 REPEAT ?= 5
 BENCH_FLAGS ?=
@@ -98,9 +99,18 @@ bench: check-deps-bench build stock
 	@TREE=$(TREE) STOCK=$(STOCK) bench/run.sh --sizes "$(SIZES)" --repeat "$(REPEAT)" $(BENCH_FLAGS)
 
 # What the main thread did during the worst client stalls of saves
-# (bench/stalls.py, perf; bench/README.md): make bench-stalls STALLS_FLAGS="--size 4".
+# (forkbench.stalls, perf; docs/benchmarks.md): make bench-stalls STALLS_FLAGS="--size 4".
 bench-stalls: check-deps-bench build stock
-	@TREE=$(TREE) STOCK=$(STOCK) BENCH_SCRIPT=stalls.py bench/run.sh $(STALLS_FLAGS)
+	@TREE=$(TREE) STOCK=$(STOCK) BENCH_MODULE=forkbench.stalls bench/run.sh $(STALLS_FLAGS)
+
+# The C probes of the investigations (docs/investigations/ says how each
+# is used), into build/bench-probes/.
+BENCH_PROBES := $(patsubst bench/probes/%.c,build/bench-probes/%,$(wildcard bench/probes/*.c))
+.PHONY: bench-probes
+bench-probes: $(BENCH_PROBES)
+build/bench-probes/%: bench/probes/%.c bench/probes/page_reporting.h
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Wextra -pthread -o $@ $< -lm
 
 # The Async-fork kernel harness: make kernel-test (contrib/async-fork/README.md).
 include contrib/async-fork/kernel.mk

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# run.sh -- make bench: set up the benchmark's Python (build/bench-venv, from
-# bench/requirements.txt) and run bench.py against the two builds.
+# run.sh -- make bench and make bench-stalls: set up the benchmark's Python
+# (build/bench-venv, from bench/requirements.txt) and run the forkbench
+# package against the two builds.
 #
 #   bench/run.sh [--sizes "1 4 8"] [--repeat 5] [--peer NAME=BINARY[:ARGS]]
-#                [--out DIR] [other bench.py options]
+#                [--out DIR] [other options of python3 -m forkbench]
+#   bench/run.sh --venv          only set up the venv (tests/run.sh: pytest)
 #
-# Environment: TREE, STOCK (build trees), BENCH_VENV, BENCH_SCRIPT (bench.py,
-# or stalls.py for make bench-stalls).
+# Environment: TREE, STOCK (build trees), BENCH_VENV, BENCH_MODULE
+# (forkbench, or forkbench.stalls for make bench-stalls).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/upstream/pin"
@@ -30,11 +32,13 @@ if ! cmp -s "$req" "$venv/requirements.txt" 2>/dev/null; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
     cp "$req" "$venv/requirements.txt"
 fi
+[ "${1:-}" != --venv ] || exit 0
 
 out_default=$top/bench/results/$(date -u +%Y%m%d-%H%M%S)
 has_out=no
 for a in "$@"; do [ "$a" = --out ] && has_out=yes; done
 extra=()
 [ $has_out = yes ] || extra=(--out "$out_default")
-exec "$venv/bin/python3" "$top/bench/${BENCH_SCRIPT:-bench.py}" \
+export PYTHONPATH=$top/bench${PYTHONPATH:+:$PYTHONPATH}
+exec "$venv/bin/python3" -m "${BENCH_MODULE:-forkbench}" \
     --afork-bin "$tree/src" --stock-bin "$stock/src" "${extra[@]}" "$@"

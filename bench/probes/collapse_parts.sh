@@ -12,7 +12,7 @@
 #
 #   bench/probes/collapse_parts.sh OUT_DIR MODE...
 #   bench/probes/collapse_parts.sh /tmp/parts redo held-redo collapse held-collapse
-#   python3 bench/probes/collapse_parts.py /tmp/parts
+#   PYTHONPATH=bench python3 -m forkbench.collapse_parts /tmp/parts
 set -e
 out=$1; shift
 here=$(cd "$(dirname "$0")" && pwd)

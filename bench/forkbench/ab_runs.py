@@ -1,12 +1,12 @@
 """ab_runs.py -- an A/B of stalls.py runs as one table.
 
-    python3 bench/ab_runs.py DIR A B
+    python3 -m forkbench.ab_runs DIR A B
 
 DIR holds stalls.py output folders named A-1, A-2, ... and B-1, B-2, ...
 (each with its runs.json). Every save round of every run is one sample;
 the table gives per metric the median (min-max) of A and of B over all
 their saves, U (how many of the A x B pairs have A above B, ties half),
-and the rank-sum test's p (bench/stats.py). The no-save controls' client
+and the rank-sum test's p (forkbench.stats). The no-save controls' client
 max and PING max are listed per run beside: an A/B of latency means
 little without them.
 """
@@ -15,7 +15,7 @@ import os
 import statistics
 import sys
 
-import stats
+from . import stats
 
 # runs.json field -> what the table calls it.
 METRICS = (("max_gap_ms", "PING max while the child lives (ms)"),

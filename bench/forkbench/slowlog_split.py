@@ -1,7 +1,7 @@
 """slowlog_split.py -- a stalls.py run's slow commands, while the child lived
 and after it.
 
-    python3 bench/slowlog_split.py SLOWLOG.txt STALLS_DIR [AFTER_SECONDS]
+    python3 -m forkbench.slowlog_split SLOWLOG.txt STALLS_DIR [AFTER_SECONDS]
 
 SLOWLOG.txt is what bench/slowlog_watch.sh recorded beside the run;
 STALLS_DIR the run's folder (runs.json, probe_<round>.bgsave). For each
@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-import child_gaps
+from . import child_gaps
 
 
 def entries(path):

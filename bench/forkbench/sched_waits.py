@@ -9,7 +9,7 @@ prints, per command name, the longest times a task was preempted while
 runnable (prev_state R, until it ran again) and who held the CPUs
 meanwhile, and the longest times it slept (S/D) for comparison.
 
-    python3 sched_waits.py SCHED.DATA [--comm redis-benchmark --comm redis-server]
+    python3 -m forkbench.sched_waits SCHED.DATA [--comm redis-benchmark --comm redis-server]
         [--top 10] [--from T0 --to T1]   (perf's mono clock, seconds)
 
 Needs perf (Debian linux-perf). Prints Markdown tables.

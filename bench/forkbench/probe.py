@@ -6,14 +6,14 @@ until SIGTERM. Prints "ready" once connected (bench.py starts the load then).
 Writes every sample to a gzipped CSV (unix time, rtt ms), so the benchmark
 can plot the latency timeline and list every gap over 1 ms.
 
-    python3 probe.py PORT OUT.csv.gz
+    python3 -m forkbench.probe PORT OUT.csv.gz
 """
 import gzip
 import signal
 import sys
 import time
 
-from resp import Conn
+from .resp import Conn
 
 PAUSE_S = 0.0001
 running = True

@@ -4,7 +4,7 @@ ones began while the VM's free page reporting ran, and how long the main
 thread waited for the mmap lock (bench/README.md, "The slow collapses
 traced").
 
-    python3 bench/trace_collapse.py TRACE.gz [--slow-ms 15] [--near-ms 100]
+    python3 -m forkbench.trace_collapse TRACE.gz [--slow-ms 15] [--near-ms 100]
 
 Per pass (a run of collapses with no gap over 2 s, over 1000 calls): the
 median and longest collapse, the collapses over --slow-ms and how many of

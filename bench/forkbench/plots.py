@@ -16,7 +16,7 @@
   plots.json                     what each picture holds (series and points),
                                  so a test can check them without reading PNGs
 
-    python3 plots.py RESULTS_DIR     (bench.py calls draw() itself)
+    python3 -m forkbench.plots RESULTS_DIR     (bench.py calls draw() itself)
 """
 import csv
 import gzip
@@ -31,7 +31,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-import report  # noqa: E402
+from . import report  # noqa: E402
 
 BIN_S = 0.01
 COLORS = ["#c0392b", "#2471a3", "#229954", "#7d3c98", "#b7950b", "#148f77", "#6e2c00"]

@@ -1,10 +1,10 @@
-"""stalls.py -- what the server's main thread was doing during the worst
-client stalls of a save (issue: attribute fork-thp's stalls).
+"""make bench-stalls: what the server's main thread was doing during the
+worst client stalls of a save.
 
 One server, one size: populate, a first idle BGSAVE, a no-save control run
 of the steady load, then --rounds rounds of {SET load over the whole
 keyspace, BGSAVE a third of the way in, wait for the re-collapse} -- the
-steady scenario of bench.py, on the same code. Meanwhile:
+steady scenario of make bench, on the same code. Meanwhile:
 
 - `perf record -k mono -g -p PID -e cpu-clock -e sched:sched_switch`
   on the server (threads and save children): the main thread's on-CPU
@@ -15,11 +15,11 @@ steady scenario of bench.py, on the same code. Meanwhile:
 - the host's steal time per CPU from /proc/stat every 10 ms
   (steal.csv.gz): on a VM, time the hypervisor took the vCPU away looks
   like time on the CPU from inside, so each stall gets its steal beside;
-- the PING probe of bench.py, every round trip with its time.
+- make bench's PING probe, every round trip with its time.
 
 The control and every round load the server for the same time, long
 enough to cover the save and the re-collapse after it
-(bench.steady_load_seconds; --load-seconds is the least).
+(scenarios.steady_load_seconds; --load-seconds is the least).
 
 Then each of the --top worst round trips of the save runs (and of the
 control, for comparison) is explained from the main thread's timeline over
@@ -30,7 +30,7 @@ blocked: at which kernel function), and milliseconds idle in epoll (the
 server was ready; the delay was elsewhere). Written to DIR/stalls.md and
 DIR/stalls.json; DIR/vmstat.csv has the deltas per run.
 
-    python3 stalls.py --afork-bin B --stock-bin B --out DIR \
+    python3 -m forkbench.stalls --afork-bin B --stock-bin B --out DIR \
         [--variant afork-thp-collapse] [--size 4] [--rounds 5] [--top 10]
 
 Needs root (or perf_event_paranoid <= 1) and perf (Debian linux-perf,
@@ -51,7 +51,12 @@ import sys
 import threading
 import time
 
-import bench
+from .load import load_requests, load_run
+from .progress import START
+from .scenarios import (collapse_counters, collapse_figures, idle_saves,
+                        steady_load_seconds, wait_collapse)
+from .server import populate, start_server
+from .variants import GIB, VARIANTS
 
 VMSTAT_KEYS = ("thp_fault_alloc", "thp_fault_fallback", "thp_split_pmd",
                "thp_deferred_split_page", "thp_collapse_alloc", "thp_split_page",
@@ -386,19 +391,19 @@ def read_probe(path):
 
 
 def run(args):
-    srv, work = bench.start_server(args.variant, args)
+    srv, work = start_server(args.variant, args)
     runs = []
     try:
         say("%s: populating %g GB" % (args.variant, args.size))
-        keys = bench.populate(srv, args.size, args.value_size)
+        keys = populate(srv, args.size, args.value_size)
         say("%d keys; first (idle) BGSAVE" % keys)
         passes = int(srv.info("fork").get("fork_thp_collapse_passes", 0))
-        idle = bench.idle_saves(srv, 1)
-        bench.wait_collapse(srv, passes)   # the control after that pass, as bench.py
-        # As bench.py's steady scenario: the load covers the re-collapse.
-        used_gb = int(srv.info("memory")["used_memory"]) / float(bench.GIB)
-        seconds = bench.steady_load_seconds(args, used_gb, idle["idle_save_s"])
-        requests, seconds = bench.load_requests(srv, args, keys, idle["idle_save_s"], seconds)
+        idle = idle_saves(srv, 1)
+        wait_collapse(srv, passes)   # the control after that pass, as make bench
+        # As make bench's steady scenario: the load covers the re-collapse.
+        used_gb = int(srv.info("memory")["used_memory"]) / float(GIB)
+        seconds = steady_load_seconds(args, used_gb, idle["idle_save_s"])
+        requests, seconds = load_requests(srv, args, keys, idle["idle_save_s"], seconds)
         offset = clock_offset()
         with open(os.path.join(args.out, "server.pid"), "w") as f:
             f.write("%d\n" % srv.proc.pid)
@@ -410,14 +415,14 @@ def run(args):
                 say("%s (%d requests, ~%.0f s)" % (tag, requests, seconds))
                 f = srv.info("fork")
                 passes = int(f.get("fork_thp_collapse_passes", 0))
-                counters = bench.collapse_counters(f)
+                counters = collapse_counters(f)
                 before = vmstat()
-                res = bench.load_run(srv, args, keys, requests, tag, with_save, seconds)
+                res = load_run(srv, args, keys, requests, tag, with_save, seconds)
                 after = vmstat()
                 if with_save:
-                    res["collapse_wait_s"] = bench.wait_collapse(srv, passes)
-                    res.update(bench.collapse_figures(counters,
-                                                      bench.collapse_counters(srv.info("fork"))))
+                    res["collapse_wait_s"] = wait_collapse(srv, passes)
+                    res.update(collapse_figures(counters,
+                                                      collapse_counters(srv.info("fork"))))
                 res["vmstat"] = {k: after[k] - before.get(k, 0) for k in after}
                 res["tag"] = tag
                 res["save"] = with_save
@@ -448,7 +453,7 @@ def run_with_khugepaged(args):
 
 
 def say(text):
-    print("[stalls %6.1fs] %s" % (time.time() - bench.START, text), flush=True)
+    print("[stalls %6.1fs] %s" % (time.time() - START, text), flush=True)
 
 
 def cpu_by_class(args, r, main, offset):
@@ -623,11 +628,12 @@ def report(args, runs, worst, classes, keys):
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python3 -m forkbench.stalls",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--afork-bin", required=True)
     p.add_argument("--stock-bin", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--variant", default="afork-thp-collapse", choices=sorted(bench.VARIANTS))
+    p.add_argument("--variant", default="afork-thp-collapse", choices=sorted(VARIANTS))
     p.add_argument("--size", type=float, default=4.0, help="GB")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--top", type=int, default=10, help="worst round trips per save run")

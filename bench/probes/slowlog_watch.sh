@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # slowlog_watch.sh -- record a benchmark server's slow commands beside a run.
 #
-#   bench/slowlog_watch.sh OUT.txt [MICROSECONDS]
+#   bench/probes/slowlog_watch.sh OUT.txt [MICROSECONDS]
 #
 # Waits for the redis-server a bench.py or stalls.py run starts (the first
 # one listening on 127.0.0.1), sets slowlog-log-slower-than (default 2000
@@ -9,7 +9,7 @@
 # after a "== unix time" line, and resets it, until the server is gone.
 # Each entry gives its unix time (s), its duration (us) and the command:
 # whether a long PING round trip is one slow command (a lock, a fault) or
-# many slowed ones. bench/slowlog_split.py reads OUT.txt.
+# many slowed ones. forkbench.slowlog_split reads OUT.txt.
 set -u
 out=$1
 slower=${2:-2000}

@@ -1,6 +1,6 @@
 """child_gaps.py -- a save's longest client stall, with and without its fork.
 
-    python3 bench/child_gaps.py DIR
+    python3 -m forkbench.child_gaps DIR
 
 For every round with a save of a bench.py run in DIR (the PING probe's
 samples, probe_*.csv.gz, and marks, probe_*.bgsave, which stay in the
@@ -24,8 +24,8 @@ import re
 import statistics
 import sys
 
-import report
-import stats
+from . import report
+from . import stats
 
 PROBE = re.compile(r"probe_(?P<size>[0-9.]+)gb_(?P<variant>.+)_r(?P<rep>\d+)"
                    r"_round(?P<round>\d+)\.bgsave$")
@@ -110,7 +110,7 @@ def per_repetition(rounds):
 
 def markdown(res, values):
     lines = ["# A save's longest client stall, with and without its fork",
-             "", "`python3 bench/child_gaps.py %s` (bench/child_gaps.py says how)." %
+             "", "`python3 -m forkbench.child_gaps %s` (forkbench.child_gaps says how)." %
              os.path.basename(os.path.normpath(res.outdir)), "",
              "Each cell: median [min–max] over the repetitions of the median over",
              "rounds 2 and later; ratio to %s with its 95%% interval." % res.baseline]

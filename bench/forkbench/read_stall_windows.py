@@ -2,7 +2,7 @@
 stalls.py run: the no-save control, each save while the child lived, and
 the 30 s after the child (the re-collapse pass with fork-thp).
 
-    python3 bench/probes/read_stall_windows.py READ_STALL.txt[.gz] STALLS_DIR [REPORTING.txt]
+    python3 -m forkbench.read_stall_windows READ_STALL.txt[.gz] STALLS_DIR [REPORTING.txt]
 
 STALLS_DIR needs runs.json and probe_<round>.bgsave; the control's window
 comes from probe_control.csv.gz while it is still there (not committed).
@@ -21,8 +21,7 @@ import gzip
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import slowlog_split  # noqa: E402  (bench/, for the save rounds' times)
+from . import slowlog_split
 
 AFTER_S = 30.0
 

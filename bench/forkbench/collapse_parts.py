@@ -3,7 +3,7 @@ collapse_parts.sh run: the no-save control, and for each collapse_stall.c
 run its fill and child's life, and the 30 s after the child (the pass,
 in modes that have one).
 
-    python3 bench/probes/collapse_parts.py OUT_DIR
+    python3 -m forkbench.collapse_parts OUT_DIR
 
 Columns as in read_stall_windows.py, whose table this prints; then, where
 reporting.txt was sampled, the MiB the VM's free page reporting handed to
@@ -13,8 +13,7 @@ child beside the nearest report.
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import read_stall_windows  # noqa: E402
+from . import read_stall_windows
 
 
 def windows(folder):

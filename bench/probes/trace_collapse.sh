@@ -3,10 +3,10 @@
 # main thread do during a save, and what the VM's free page reporting does
 # meanwhile (bench/README.md, "The slow collapses traced").
 #
-#   bench/trace_collapse.sh start            # a tracefs instance, recording
+#   bench/probes/trace_collapse.sh start            # a tracefs instance, recording
 #   make bench-stalls STALLS_FLAGS="--size 4 --rounds 3 --no-perf --out DIR"
-#   bench/trace_collapse.sh stop DIR/trace.gz
-#   python3 bench/trace_collapse.py DIR/trace.gz
+#   bench/probes/trace_collapse.sh stop DIR/trace.gz
+#   python3 forkbench.trace_collapse DIR/trace.gz
 #
 # Events: madvise() entry and exit, mmap lock and rwsem contention, the
 # scheduling of the server's threads and save children, THP collapses,

@@ -19,7 +19,7 @@ import json
 import os
 import shlex
 
-import stats
+from . import stats
 
 Results = collections.namedtuple("Results", "outdir values sizes variants baseline machine runs")
 

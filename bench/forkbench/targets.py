@@ -1,6 +1,6 @@
 """targets.py -- fork-thp's targets, checked against a steady-scenario run.
 
-    python3 bench/targets.py DIR [--variant NAME]
+    python3 -m forkbench.targets DIR [--variant NAME]
 
 The targets fork-thp must meet before it is recommended (issue 17; README,
 "fork-thp"), per size of a `make bench --scenario steady` results folder,
@@ -27,10 +27,7 @@ import os
 import statistics
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import report  # noqa: E402
-import stats  # noqa: E402
+from . import report, stats
 
 # (what, metric, against, limit, sizes): against "stock" compares with
 # stock's figure, "control" means the metric is already a ratio to the

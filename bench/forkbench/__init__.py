@@ -1,0 +1,12 @@
+"""forkbench: stock Redis, redis-afork and any RESP server side by side, what
+a fork costs them (make bench), where a save's client stalls come from
+(make bench-stalls), and the tables the docs show (forkbench.tables).
+
+Entry points (bench/ on PYTHONPATH; bench/run.sh sets it up):
+    python3 -m forkbench            make bench (cli)
+    python3 -m forkbench.stalls     make bench-stalls
+    python3 -m forkbench.tables     the docs' tables, --update / --check
+    python3 -m forkbench.targets    fork-thp's targets of a steady run
+    python3 -m forkbench.child_gaps a steady run's PING gaps by phase
+and the readers of the investigation probes (docs/investigations/).
+"""

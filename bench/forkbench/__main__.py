@@ -1,0 +1,4 @@
+"""python3 -m forkbench: make bench (see cli)."""
+from .cli import main
+
+main()

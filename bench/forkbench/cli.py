@@ -1,0 +1,235 @@
+"""make bench: stock Redis, redis-afork and any peer side by side: what a fork costs.
+
+--repeat N repetitions (default 5): each runs every variant once per size, on
+a fresh server with the same keys, in an order that changes from one
+repetition to the next (runplan). One run of one server:
+
+  populate   keys key:000000000000 .. key:<N-1> (the names redis-benchmark -r
+             writes), values of --value-size bytes; the first server of a
+             size fills up to the size asked for and fixes N for every
+             other server of that size (checked with DBSIZE);
+  idle       --idle-saves BGSAVEs with no load: parent blocked time
+             (latest_fork_usec, and redis-afork's INFO fork fields), save
+             time, COW bytes;
+  load       redis-benchmark -t set -r N -d <size> -c 50 -P 4 for a fixed
+             time, once without a save (the control) and once with a BGSAVE
+             started a third of the way in; a PING probe on its own
+             connection records every round trip (probe); client latency
+             during the save is also given against the control;
+  memory     peak RSS (VmHWM), fragmentation.
+
+--scenario steady replaces idle + load by a first BGSAVE, the control, and
+--rounds rounds of load + BGSAVE (fork-thp's steady state).
+
+--peer NAME=BINARY[:ARGS] adds any RESP server as one more variant; a peer
+that fails to start or lacks a command the bench needs is reported and
+skipped. The machine is checked before and watched during the run
+(machine).
+
+Writes to the output folder: results.csv (every figure of every run),
+runs.csv (what ran when, and what else used the CPU meanwhile),
+machine.json, monitor.csv.gz, summary.csv and results.md (report: median
+and spread, ratio to the baseline with its confidence interval, verdict),
+the probe timelines and the plots (plots). Run through bench/run.sh (python3 -m forkbench).
+"""
+import argparse
+import os
+import random
+import shutil
+import sys
+import time
+
+from . import machine, report, runplan
+from .variants import GIB, VARIANTS, SCENARIOS, MEMORY_FACTOR, PEER_MEMORY_FACTOR, largest_need
+from .progress import START, Progress, note, fmt_size
+from .scenarios import run_one
+from .peers import parse_peer, check_peers
+from .records import source_state, machine_record, write_json, RUNS_HEADER, append_run, append_figures
+
+
+def refuse_sizes_that_do_not_fit(sizes, variants):
+    free = machine.meminfo("MemAvailable")
+    bad = False
+    for s in sizes:
+        need, v = largest_need(s, variants)
+        if need > free:
+            bad = True
+            factor = MEMORY_FACTOR.get(v, PEER_MEMORY_FACTOR)
+            print("bench: size %s GB does not fit: it needs %.1f GiB of free memory "
+                  "(%s, the largest variant: %gx the dataset during a save under writes, "
+                  "plus 0.5 GiB), and %.1f GiB is available"
+                  % (fmt_size(s), need / GIB, v, factor, free / GIB), file=sys.stderr)
+    if bad:
+        sys.exit(2)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(prog="python3 -m forkbench", description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default="1", help="dataset sizes in GB, e.g. '1 4 8'")
+    p.add_argument("--repeat", type=int, default=5,
+                   help="repetitions: every variant runs once per size in each")
+    p.add_argument("--order", default="rotate", choices=("rotate", "random"),
+                   help="variant order per repetition: rotations, or shuffled (--seed)")
+    p.add_argument("--seed", type=int, default=None, help="for --order random")
+    p.add_argument("--scenario", default="fork", choices=sorted(SCENARIOS),
+                   help="fork: idle forks and one save under load; steady: rounds of "
+                        "load + save (steady state, fork-thp)")
+    p.add_argument("--variants", default=None, help="default: per scenario")
+    p.add_argument("--peer", action="append", default=[], metavar="NAME=BINARY[:ARGS]",
+                   help="one more variant: any RESP server (repeatable)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="steady scenario rounds (the summary skips round 1)")
+    p.add_argument("--pass-margin-seconds", type=float, default=3.0,
+                   help="steady scenario: how long the load goes on past the expected end "
+                        "of the re-collapse")
+    p.add_argument("--afork-bin", required=True, help="folder with redis-afork's programs")
+    p.add_argument("--stock-bin", required=True, help="folder with stock's redis-server")
+    p.add_argument("--out", required=True, help="results folder (created)")
+    p.add_argument("--value-size", type=int, default=256)
+    p.add_argument("--load-seconds", type=float, default=15)
+    p.add_argument("--calibrate-seconds", type=float, default=1.5,
+                   help="length of the run that measures a server's request rate")
+    p.add_argument("--idle-saves", type=int, default=3, help="fork scenario: idle BGSAVEs")
+    p.add_argument("--idle-check-seconds", type=float, default=3.0,
+                   help="how long the machine is watched before the run")
+    p.add_argument("--no-pretouch", action="store_true",
+                   help="skip touching the run's memory once before it starts")
+    p.add_argument("--require-clean", action="store_true",
+                   help="refuse to run on uncommitted changes (else results are marked -dirty)")
+    p.add_argument("--scratch", default=None, help="where servers keep their RDB files")
+    a = p.parse_args()
+    check_args(p, a)
+    return a
+
+
+def check_args(p, a):
+    try:
+        a.sizes = [float(s) for s in a.sizes.split()]
+    except ValueError:
+        p.error("--sizes: %r is not a list of numbers (GB)" % a.sizes)
+    if not a.sizes or any(s <= 0 for s in a.sizes):
+        p.error("--sizes: give one or more sizes above 0 (GB)")
+    if a.repeat < 1:
+        p.error("--repeat: give 1 or more repetitions")
+    if a.idle_saves < 1 or a.rounds < 1:
+        p.error("--idle-saves and --rounds: give 1 or more")
+    if a.pass_margin_seconds < 0:
+        p.error("--pass-margin-seconds: give 0 or more")
+    a.variants = (a.variants or SCENARIOS[a.scenario]).split()
+    for v in a.variants:
+        if v not in VARIANTS:
+            p.error("--variants: unknown variant %r (known: %s)" % (v, ", ".join(VARIANTS)))
+    a.peers = {}
+    for text in a.peer:
+        try:
+            name, binary, extra = parse_peer(text)
+        except ValueError as e:
+            p.error("--peer: %s" % e)
+        if name in a.peers:
+            p.error("--peer: %r given twice" % name)
+        a.peers[name] = {"binary": shutil.which(binary) or binary, "args": extra}
+        a.variants.append(name)
+    if a.seed is None:
+        a.seed = random.SystemRandom().randrange(1 << 31)
+    a.tools = a.afork_bin
+    a.keys_by_size = {}
+    for d in (a.afork_bin, a.stock_bin):
+        if not os.access(os.path.join(d, "redis-server"), os.X_OK):
+            p.error("no redis-server in %s (run make and make stock)" % d)
+
+
+def prepare_machine(args):
+    """Watch the machine idle, pre-touch the memory of the largest run."""
+    note("checking the machine for %gs before the run" % args.idle_check_seconds)
+    before = machine.idle_check(args.idle_check_seconds)
+    for w in before["warnings"]:
+        note("warning: " + w)
+    pretouched = None
+    if not args.no_pretouch:
+        need = max(largest_need(s, args.variants)[0] for s in args.sizes)
+        pretouched = machine.pretouch(need)
+        note("pre-touched %.2f GiB of memory in %.2f s" % (pretouched["gib"],
+                                                         pretouched["seconds"]))
+    return before, pretouched
+
+
+def print_plan(args, orders, progress):
+    note("%d repetitions x %d sizes x %d variants = %d runs; variant order %s%s"
+         % (args.repeat, len(args.sizes), len(args.variants),
+            args.repeat * len(args.sizes) * len(args.variants), args.order,
+            " (seed %d)" % args.seed if args.order == "random" else ""))
+    for rep, order in enumerate(orders, 1):
+        note("  rep %d: %s" % (rep, " ".join(order)))
+    note("estimated time: %s (a model of the phases, refit as runs finish)"
+         % runplan.fmt_duration(progress.estimate.total()))
+
+
+def run_all(args, runs, progress, monitor):
+    """Every run in plan order; a peer that fails is reported and dropped,
+    a built-in variant that fails stops the bench."""
+    runs_csv = os.path.join(args.out, "runs.csv")
+    results_csv = os.path.join(args.out, "results.csv")
+    with open(runs_csv, "w") as f:
+        f.write(RUNS_HEADER)
+    with open(results_csv, "w") as f:
+        f.write("size_gb,variant,rep,metric,value\n")
+    failed = {}
+    for run in runs:
+        if run.variant in failed:
+            continue
+        progress.start(run)
+        mark, started = monitor.mark(), time.time()
+        status = "ok"
+        try:
+            fig = run_one(run, args, progress.say)
+            append_figures(results_csv, run, fig)
+        except Exception as e:  # noqa: BLE001 -- a peer's failure is reported, not fatal
+            if run.variant not in args.peers:
+                raise
+            status = "failed: %s" % e
+            failed[run.variant] = "rep %d, %s GB: %s" % (run.rep, fmt_size(run.size), e)
+            note("peer %s failed and is dropped: %s" % (run.variant, e))
+        during = monitor.since(mark)
+        append_run(runs_csv, run, started, time.time() - started, status, during)
+        progress.finish(run)
+        for w in machine.warnings_for(during, "this run"):
+            note("warning: " + w)
+    return failed
+
+
+def main():
+    args = parse_args()
+    refuse_sizes_that_do_not_fit(args.sizes, args.variants)
+    source = source_state(args)
+    if source["dirty"] and args.require_clean:
+        sys.exit("bench: uncommitted changes (%s); commit them or drop --require-clean"
+                 % ", ".join(k for k, s in source.items()
+                             if k != "dirty" and s["describe"].endswith("-dirty")))
+    os.makedirs(args.out, exist_ok=True)
+    before, pretouched = prepare_machine(args)
+    skipped = check_peers(args)
+    rec = machine_record(args, source, before, pretouched)
+    orders = runplan.variant_orders(args.variants, args.repeat, args.order, args.seed)
+    rec.update(orders=orders, skipped_peers=skipped)
+    write_json(rec, os.path.join(args.out, "machine.json"))
+    runs = runplan.plan_runs(args.sizes, orders)
+    progress = Progress(runs, args)
+    print_plan(args, orders, progress)
+    monitor = machine.Monitor()
+    monitor.start()
+    try:
+        failed = run_all(args, runs, progress, monitor)
+    finally:
+        monitor.stop()
+        monitor.write_csv(os.path.join(args.out, "monitor.csv.gz"))
+    during = monitor.since()
+    rec.update(during=during, failed_peers=failed, keys_by_size=args.keys_by_size,
+               duration_s=round(time.time() - START, 1),
+               warnings=before["warnings"] + machine.warnings_for(during, "during the run"))
+    write_json(rec, os.path.join(args.out, "machine.json"))
+    report.write(args.out)
+    note("plots")
+    from . import plots   # matplotlib: only once the runs are done
+    plots.draw(args.out)
+    note("done in %s: %s/results.md" % (runplan.fmt_duration(time.time() - START), args.out))
+
