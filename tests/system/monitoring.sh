@@ -10,13 +10,15 @@
 #    scrape (written by make test-exporter);
 #  - metrics.txt holds exactly the INFO fork fields of the build under
 #    test (a renamed field fails here until make test-exporter ran), and
-#    README's INFO table documents each of them; metrics-async-fork.txt
+#    docs/reference.md documents each of them (the Async-fork counters'
+#    fields too) and each fork-* option; metrics-async-fork.txt
 #    exactly the fields only an Async-fork kernel's counters add (INFO
 #    fork with those counters in a fake /proc), which the dashboard may
 #    name too;
 #  - each check fails on a copy broken on purpose: a rule threshold, a
 #    metric name in the dashboard and in a rule, a query's syntax, a panel
-#    overlapping another, an INFO field renamed, a field undocumented.
+#    overlapping another, an INFO field renamed, a field or an option
+#    undocumented.
 # Needs promtool (Debian's prometheus package; utils/install-deps.sh).
 . "$(dirname "$0")/lib.sh"
 
@@ -24,6 +26,7 @@ mon=$top/contrib/monitoring
 check=$top/tests/system/monitoring_check.py
 names=$mon/metrics.txt
 knames=$mon/metrics-async-fork.txt
+ref=$top/docs/reference.md
 if ! command -v promtool >/dev/null; then
     err "monitoring" "promtool is not installed (sudo utils/install-deps.sh installs Debian's prometheus package)"
     exit 1
@@ -48,6 +51,7 @@ info_fork() {
     rpid=$!
     for _ in $(seq 50); do "$tree/src/redis-cli" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
     "$tree/src/redis-cli" -p "$port" info fork | tr -d '\r' >"$out"
+    "$tree/src/redis-cli" -p "$port" config get 'fork-*' | tr -d '\r' >"$out.config"
     kill "$rpid"
     wait "$rpid" 2>/dev/null
 }
@@ -56,8 +60,6 @@ info_fork() {
 info_fork "$work/info-fork.txt"
 expect_ok "metrics.txt holds this build's INFO fork fields (else: make test-exporter)" \
     python3 "$check" --names "$names" --info-fork "$work/info-fork.txt"
-expect_ok "README's INFO table documents every INFO fork field" \
-    python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" --readme "$top/README.md"
 
 # metrics-async-fork.txt: the fields of contrib/async-fork's counters, which
 # this machine's kernel lacks. INFO fork with the kernel probes pointed at a
@@ -74,6 +76,9 @@ info_fork "$work/info-fork-async.txt" --fork-probe-root "$fake"
 expect_ok "metrics-async-fork.txt holds the INFO fork fields of contrib/async-fork's counters" \
     python3 "$check" --names "$names" --kernel-names "$knames" --info-fork "$work/info-fork.txt" \
     --info-fork-kernel "$work/info-fork-async.txt"
+expect_ok "docs/reference.md documents every INFO fork field and fork-* option" \
+    python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" \
+    --info-fork-kernel "$work/info-fork-async.txt" --reference "$ref" --config "$work/info-fork.txt.config"
 
 # The same checks on copies broken on purpose must fail.
 mkdir -p "$work/broken/tests"
@@ -116,6 +121,15 @@ sed 's/key=\\"latest_fork_async_tables_child\\"/key=\\"latest_fork_async_tables_
 expect_fail "the dashboard check fails on a key in neither names file" 'latest_fork_async_tables_kid' \
     python3 "$check" --names "$names" --names "$knames" --dashboard "$work/broken/d5.json"
 { cat "$work/info-fork.txt"; echo "fork_new_field_usec:0"; } >"$work/broken/info-fork2.txt"
-expect_fail "the README check fails on an undocumented field" 'does not document.*fork_new_field_usec' \
-    python3 "$check" --names "$names" --info-fork "$work/broken/info-fork2.txt" --readme "$top/README.md"
+expect_fail "the reference check fails on an undocumented field" 'does not document.*fork_new_field_usec' \
+    python3 "$check" --names "$names" --info-fork "$work/broken/info-fork2.txt" --reference "$ref"
+grep -v 'latest_fork_async_tables_parent_zap' "$ref" >"$work/broken/reference1.md"
+expect_fail "the reference check fails on an undocumented Async-fork counter field" \
+    'does not document.*latest_fork_async_tables_parent_zap' \
+    python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" \
+    --info-fork-kernel "$work/info-fork-async.txt" --reference "$work/broken/reference1.md"
+{ cat "$work/info-fork.txt.config"; printf 'fork-new-option\nyes\n'; } >"$work/broken/config.txt"
+expect_fail "the reference check fails on an undocumented option" 'does not document.*fork-new-option' \
+    python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" --reference "$ref" \
+    --config "$work/broken/config.txt"
 exit $status

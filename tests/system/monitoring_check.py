@@ -2,7 +2,8 @@
 """monitoring_check.py -- contrib/monitoring/ against what the exporter exports.
 
     monitoring_check.py --names metrics.txt [--names more.txt] [--dashboard D.json]
-                        [--rules R.yml] [--info-fork INFO.txt [--readme README.md]]
+                        [--rules R.yml] [--info-fork INFO.txt [--info-fork-kernel I.txt]
+                                         [--reference docs/reference.md [--config CONFIG.txt]]]
                         [--kernel-names K.txt --info-fork INFO.txt --info-fork-kernel I.txt]
                         [--promql-out RULES.yml]
 
@@ -18,7 +19,10 @@ dashboard query as a recording rule (Grafana's variables replaced) for
 `promtool check rules` to parse. --info-fork: INFO fork of the build under
 test; the script keys of --names must be its fields, and all of them
 (metrics.txt is stale after a rename until make test-exporter runs);
-with --readme, each field must be in README's INFO table. --names again
+with --reference, each field (of --info-fork-kernel too, when given) must
+be in the reference's INFO table ("| field | unit | meaning |"), and with
+--config (the reply of CONFIG GET fork-*, one word a line) each option in
+its options table ("| option | values | default | ..."). --names again
 (e.g. contrib/monitoring/metrics-async-fork.txt): more series the
 dashboard and rules may name. --kernel-names FILE --info-fork PLAIN
 --info-fork-kernel WITH: FILE's keys are exactly the fields that INFO fork
@@ -227,21 +231,46 @@ def check_info(path, names):
         ok("metrics.txt holds the %d INFO fork fields of this build, and no other" % len(fields))
 
 
-def check_readme(path, info_path):
-    """Every INFO fork field is in README's INFO table (| field | unit | ...)."""
+def doc_table(text, header):
+    """The markdown table of text that starts with header, '' if none."""
+    start = text.find(header)
+    return text[start:text.find("\n\n", start)] if start >= 0 else ""
+
+
+def check_reference(path, info_paths, config_path=None):
+    """Every INFO fork field of info_paths is in the reference's INFO table
+    (| field | unit | meaning |); every option of config_path (CONFIG GET
+    reply: name, value, name, value...) in its options table."""
     text = open(path).read()
-    start = text.find("| field | unit | meaning |")
-    table = text[start:text.find("\n\n", start)] if start >= 0 else ""
+    table = doc_table(text, "| field | unit | meaning |")
     documented = set(re.findall(r"`([a-z0-9_]+)`", table))
-    fields = [l.split(":", 1)[0] for l in open(info_path).read().split("\n")
-              if ":" in l and not l.startswith("#")]
+    fields = []
+    for info_path in info_paths:
+        for f in sorted(info_fields(info_path)):
+            if f not in fields:
+                fields.append(f)
     missing = [f for f in fields if f not in documented]
     if not table:
-        err("README's INFO table", "no '| field | unit | meaning |' table in %s" % path)
+        err("the reference's INFO table", "no '| field | unit | meaning |' table in %s" % path)
     elif missing:
-        err("README's INFO table", "does not document %s" % missing)
+        err("the reference's INFO table", "%s does not document %s" % (path, missing))
     else:
-        ok("README's INFO table documents the %d INFO fork fields" % len(fields))
+        ok("%s's INFO table documents the %d INFO fork fields" % (path, len(fields)))
+    if not config_path:
+        return
+    words = [l.strip() for l in open(config_path).read().split("\n") if l.strip()]
+    options = words[0::2]
+    table = doc_table(text, "| option | values | default |")
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", table, re.M))
+    missing = [o for o in options if o not in documented]
+    if not options:
+        err("the reference's options table", "CONFIG GET gave no option (%s)" % config_path)
+    elif not table:
+        err("the reference's options table", "no '| option | values | default |' table in %s" % path)
+    elif missing:
+        err("the reference's options table", "%s does not document %s" % (path, missing))
+    else:
+        ok("%s's options table documents the %d fork-* options" % (path, len(options)))
 
 
 def info_fields(path):
@@ -285,7 +314,8 @@ def main():
     p.add_argument("--rules")
     p.add_argument("--info-fork")
     p.add_argument("--promql-out")
-    p.add_argument("--readme")
+    p.add_argument("--reference", help="docs/reference.md")
+    p.add_argument("--config", help="with --reference: CONFIG GET fork-* reply")
     a = p.parse_args()
     names = {}
     for path in a.names:
@@ -300,8 +330,9 @@ def main():
         check_info(a.info_fork, load_names(a.names[0]))
     if a.kernel_names and a.info_fork and a.info_fork_kernel:
         check_kernel_names(a.kernel_names, a.info_fork, a.info_fork_kernel)
-    if a.readme and a.info_fork:
-        check_readme(a.readme, a.info_fork)
+    if a.reference and a.info_fork:
+        check_reference(a.reference, [a.info_fork] + ([a.info_fork_kernel] if a.info_fork_kernel else []),
+                        a.config)
     return 1 if checklib.errors else 0
 
 
