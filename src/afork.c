@@ -109,7 +109,7 @@ void aforkInit(void) {
         serverLog(LL_WARNING, "redis-afork: fork-async-optin %s: the kernel refused the prctl "
                   "(INFO fork: fork_async_optin_errno)", afork_async_optin ? "yes" : "no");
     aforkKernelProbe(probeRoot());
-    aforkSystemInit(probeRoot());
+    aforkSystemInit(probeRoot(), afork_fork_thp);
     aforkThpInit();
     atexit(aforkAtExit);
     serverLog(LL_NOTICE, "redis-afork %s: Async-fork kernel: %s (%s), fork quiet window: %s, "
@@ -199,7 +199,7 @@ void aforkAfterFork(pid_t childpid) {
         return;
     }
     fork_now.ret = now;
-    aforkStatsForked(fork_now.start, now, fork_now.purpose);
+    aforkStatsForked(fork_now.start, now, fork_now.purpose, afork_debug_ready_delay_ms != 0);
     aforkStatsHookTime((long long)(getMonotonicUs() - now));
 }
 

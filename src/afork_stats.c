@@ -28,7 +28,6 @@
 
 #include "server.h"
 #include "afork_stats.h"
-#include "afork_window.h"
 #include "hdr_histogram.h"
 #include <sys/resource.h>
 
@@ -143,12 +142,13 @@ static void recordPendingFork(void) {
         hdr_record_value(fork_hist, usec > AFORK_HIST_MAX_USEC ? AFORK_HIST_MAX_USEC : usec);
 }
 
-/* fork() returned in the parent with a child: no allocation, no file. */
-void aforkStatsForked(monotime start, monotime ret, int purpose) {
+/* fork() returned in the parent with a child: no allocation, no file.
+ * child_delayed: fork-debug-ready-delay holds the child back. */
+void aforkStatsForked(monotime start, monotime ret, int purpose, int child_delayed) {
     long long usec = (long long)(ret - start);
     st.latest_fork_usec = usec;
     st.fork_used_bytes = zmalloc_used_memory();
-    st.fork_debug_delayed = afork_debug_ready_delay_ms != 0;
+    st.fork_debug_delayed = child_delayed;
     if (usec > st.max_fork_usec) st.max_fork_usec = usec;
     st.total_fork_usec += usec;
     st.forks++;

@@ -14,7 +14,7 @@ void aforkStatsBeforeFork(void);
 long long aforkStatsExpectedReadyUsec(size_t used_now);
 void aforkStatsForkUsage(void);
 void aforkStatsHookTime(long long usec);
-void aforkStatsForked(monotime start, monotime ret, int purpose);
+void aforkStatsForked(monotime start, monotime ret, int purpose, int child_delayed);
 void aforkStatsChildReady(monotime ready, monotime start, monotime ret);
 void aforkStatsLoopSample(long long usec);
 void aforkStatsCron(void);

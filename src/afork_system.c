@@ -37,7 +37,6 @@
 #include "server.h"
 #include "afork_system.h"
 #include "afork_util.h"
-#include "afork_thp.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -55,7 +54,8 @@ static struct {
     int vm_stale;                /* vm_page_reporting to be read (again) */
     const char *je_thp;          /* jemalloc opt.thp */
     const char *je_metadata_thp; /* jemalloc opt.metadata_thp */
-} sys = {"unknown", "unknown", -1, -1, -1, 0, 1, "n/a", "n/a"};
+    int fork_thp;                /* config fork-thp, handed over by afork.c */
+} sys = {"unknown", "unknown", -1, -1, -1, 0, 1, "n/a", "n/a", 0};
 
 /* The smaps_rollup reader thread. The main thread opens the file (outside
  * any window) and hands the descriptor over; the thread only pread()s it,
@@ -170,8 +170,10 @@ void aforkSystemStop(void) {
 
 /* ------------------------------------------------------------ the values */
 
-/* Startup: jemalloc's options, the reader thread, a first read. */
-void aforkSystemInit(const char *root) {
+/* Startup: jemalloc's options, the reader thread, a first read. fork_thp:
+ * the config fork-thp (immutable), which asks for huge pages. */
+void aforkSystemInit(const char *root, int fork_thp) {
+    sys.fork_thp = fork_thp;
     sys.je_thp = aforkJemallocOpt("opt.thp");
     sys.je_metadata_thp = aforkJemallocOpt("opt.metadata_thp");
     if (pthread_create(&smaps.thread, NULL, smapsReader, NULL) == 0) smaps.started = 1;
@@ -190,7 +192,7 @@ static int thpUnavailable(void) {
 static int hugePagesPossible(void) {
     if (thpUnavailable()) return 0;
     if (strcmp(sys.thp_enabled, "madvise") != 0) return 1;
-    return afork_fork_thp || !strcmp(sys.je_thp, "always") ||
+    return sys.fork_thp || !strcmp(sys.je_thp, "always") ||
            (strcmp(sys.je_metadata_thp, "disabled") != 0 && strcmp(sys.je_metadata_thp, "n/a") != 0);
 }
 

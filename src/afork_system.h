@@ -8,7 +8,7 @@
 
 #include "sds.h"
 
-void aforkSystemInit(const char *root);
+void aforkSystemInit(const char *root, int fork_thp);
 void aforkSystemRefresh(const char *root, int with_smaps);
 void aforkSystemRootChanged(void);
 void aforkSystemAllowReads(int allowed);
