@@ -7,6 +7,7 @@
 #                                --config fork-quiet-window yes
 #                                --config fork-thp yes
 #                                + our system tests (tests/system/*.sh)
+#                                + the bench's unit tests (tests/bench, pytest)
 #   tests/run.sh --upstream-all  upstream's whole Tcl suite
 #
 # A Tcl test file with a failed test runs once more; failures it does not
@@ -136,6 +137,45 @@ run_system() {
     done
 }
 
+# The bench's unit tests: pytest from the bench's venv (bench/run.sh --venv
+# makes it from bench/requirements.txt, pytest pinned there). Its passed,
+# failed and skipped counts join the totals; a run that fails without a
+# failed test (the venv, a collection error) counts as one failure.
+run_pytest() {
+    local log=$logdir/pytest-bench.log venv=${BENCH_VENV:-$top/build/bench-venv} rc summary n
+    echo "== bench unit tests (pytest tests/bench); log: $log"
+    if ! "$top/bench/run.sh" --venv >"$log" 2>&1; then
+        cat "$log"
+        echo "[err]: the bench's venv could not be made (see $log)"
+        failed=$((failed + 1))
+        failures+=("[err]: the bench's venv could not be made (pytest-bench.log)")
+        return
+    fi
+    (cd "$top" && PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python3" -m pytest -p no:cacheprovider \
+        -rfEs tests/bench) 2>&1 | tee -a "$log"
+    rc=${PIPESTATUS[0]}
+    summary=$(grep -E '^=+ .* in [0-9.]+s' "$log" | tail -1)
+    for n in passed failed skipped; do
+        local count
+        count=$(grep -oE "[0-9]+ $n" <<<"$summary" | cut -d' ' -f1)
+        count=${count:-0}
+        case $n in
+            passed) passed=$((passed + count)) ;;
+            failed) failed=$((failed + count)) ;;
+            skipped) skipped=$((skipped + count)) ;;
+        esac
+    done
+    n=$(grep -oE '[0-9]+ errors?' <<<"$summary" | cut -d' ' -f1)
+    failed=$((failed + ${n:-0}))
+    mapfile -t -O "${#failures[@]}" failures < <(grep -E '^(FAILED|ERROR) ' "$log" |
+        sed 's|$| (pytest-bench.log)|')
+    if [ "$rc" -ne 0 ] && ! grep -qE '[0-9]+ (failed|errors?)' <<<"$summary"; then
+        echo "[err]: pytest exited with status $rc without a failed test (see $log)"
+        failed=$((failed + 1))
+        failures+=("[err]: pytest exited with status $rc without a failed test (pytest-bench.log)")
+    fi
+}
+
 start=$(date +%s)
 if [ "${1:-}" = "--upstream-all" ]; then
     run_tcl tcl-all
@@ -153,6 +193,7 @@ else
     # by default on a kernel without Async-fork) and the keyspace in huge
     # pages, re-collapsed after each child (fork-thp is off by default).
     run_tcl tcl-quiet-window-thp --config fork-quiet-window yes --config fork-thp yes "${units[@]}"
+    run_pytest
     run_system
 fi
 echo "== done in $(( $(date +%s) - start )) s"

@@ -163,7 +163,8 @@ def headline(dirs, top, allow):
                     headline_cell(summary, size, v, stall, res.baseline)))
         sources.append("`%s` (%d repetitions, %s)" % (
             path, report.repetitions(res), (res.machine.get("date_utc") or "n/a")[:10]))
-    lines += ["", "Median [min–max] over the repetitions, (ratio to stock); from " +
+    lines += ["", "Median [min–max] over the repetitions, then (the ratio of the medians "
+              "to stock's); from " +
               ", ".join(sources) + ". Every figure and how it is measured: "
               "docs/benchmarks.md.", ""]
     return "\n".join(lines)

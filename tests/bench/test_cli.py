@@ -1,0 +1,41 @@
+"""python3 -m forkbench's options: what make bench refuses up front."""
+import os
+import subprocess
+import sys
+
+from conftest import BENCH
+
+
+def bench(*args):
+    env = dict(os.environ, PYTHONPATH=BENCH)
+    return subprocess.run([sys.executable, "-m", "forkbench", "--afork-bin", "/nonexistent",
+                           "--stock-bin", "/nonexistent", "--out", "/nonexistent/out"]
+                          + list(args), capture_output=True, text=True, env=env)
+
+
+def test_sizes_must_be_numbers():
+    r = bench("--sizes", "1 lots")
+    assert r.returncode == 2 and "--sizes: '1 lots' is not" in r.stderr
+
+
+def test_sizes_must_be_positive():
+    assert "--sizes: give one or more sizes above 0" in bench("--sizes", "0").stderr
+
+
+def test_repeat_at_least_one():
+    assert "--repeat: give 1 or more" in bench("--repeat", "0").stderr
+
+
+def test_unknown_variant():
+    assert "unknown variant 'nope'" in bench("--variants", "stock nope").stderr
+
+
+def test_peer_given_twice_and_bad_peer():
+    assert "given twice" in bench("--peer", "a=/bin/true", "--peer", "a=/bin/true").stderr
+    assert "--peer" in bench("--peer", "noequals").stderr
+
+
+def test_builds_must_exist():
+    r = bench("--sizes", "1")
+    assert r.returncode == 2 and "no redis-server in /nonexistent" in r.stderr
+    assert not os.path.exists("/nonexistent/out")
