@@ -18,12 +18,23 @@ reported in each window, and each stretch over 20 ms on a CPU after a
 child beside the nearest report.
 """
 import gzip
+import json
 import os
 import sys
 
-from . import slowlog_split
+from . import child_gaps
 
 AFTER_S = 30.0
+
+
+def save_rounds(folder):
+    """(round, BGSAVE sent, child gone) of each save of a stalls.py run, from
+    its runs.json and probe_<round>.bgsave marks."""
+    for r in json.load(open(os.path.join(folder, "runs.json")))[0]:
+        if not r.get("save"):
+            continue
+        t_save, _ = child_gaps.read_marks(os.path.join(folder, "probe_%s.bgsave" % r["tag"]))
+        yield r, t_save, t_save + r["save_s"]
 
 
 def windows(folder):
@@ -34,7 +45,7 @@ def windows(folder):
             next(f)
             times = [float(line.split(",")[0]) for line in f]
         out.append(("control", times[0], times[-1]))
-    for r, t, done in slowlog_split.save_rounds(folder):
+    for r, t, done in save_rounds(folder):
         out.append((r["tag"] + ", child alive", t, done))
         out.append((r["tag"] + ", %g s after the child" % AFTER_S, done, done + AFTER_S))
     return out

@@ -10,17 +10,26 @@
 # reporting passes when the child exits and at the end; reporting.txt
 # samples the passes and the KiB reported every second.
 #
+#   make bench-probes
 #   bench/probes/collapse_parts.sh OUT_DIR MODE...
 #   bench/probes/collapse_parts.sh /tmp/parts redo held-redo collapse held-collapse
 #   PYTHONPATH=bench python3 -m forkbench.collapse_parts /tmp/parts
+#
+# Environment (defaults: the runs of the investigation): PROBES, where make
+# bench-probes put the programs (build/bench-probes); PARTS_RUN, collapse_stall's
+# SIZE SPLIT LIFE RUN RATE ("4096 64 20 30 256"); PARTS_SETTLE, PARTS_CONTROL,
+# PARTS_REST: seconds before the control, of the control, after each run
+# (20, 30, 10).
 set -e
 out=$1; shift
-here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
+probes=${PROBES:-$top/build/bench-probes}
 reporting=/sys/module/page_reporting/parameters
+for p in collapse_stall read_stall; do
+    [ -x "$probes/$p" ] || { echo "no $probes/$p: run make bench-probes" >&2; exit 1; }
+done
 mkdir -p "$out"
-cc -O2 -pthread -o "$out/collapse_stall" "$here/collapse_stall.c"
-cc -O2 -o "$out/read_stall" "$here/read_stall.c"
-"$out/read_stall" 3600 512 3 > "$out/read_stall.txt" 2> "$out/read_stall.err" &
+"$probes/read_stall" 3600 512 3 > "$out/read_stall.txt" &
 probe=$!
 (while :; do
     echo "$(date +%s.%N) $(cat $reporting/passes $reporting/reported_kib 2>/dev/null | tr '\n' ' ')"
@@ -39,9 +48,9 @@ put_back() {
     hold "$booted_ms" "$booted_mib"
 }
 trap put_back EXIT
-sleep 20                                   # the probe's memory written
+sleep "${PARTS_SETTLE:-20}"                  # the probe's memory written
 echo "$(date +%s.%N) start control" >> "$out/marks.txt"
-sleep 30
+sleep "${PARTS_CONTROL:-30}"
 echo "$(date +%s.%N) end control" >> "$out/marks.txt"
 for mode in "$@"; do
     run=${mode#held-}
@@ -52,8 +61,8 @@ for mode in "$@"; do
     fi
     echo "$(date +%s.%N) start $mode" >> "$out/marks.txt"
     echo "mode $mode" >> "$out/collapse_stall.txt"
-    "$out/collapse_stall" 4096 64 20 30 256 "$run" >> "$out/collapse_stall.txt"
+    "$probes/collapse_stall" ${PARTS_RUN:-4096 64 20 30 256} "$run" >> "$out/collapse_stall.txt"
     echo "$(date +%s.%N) end $mode" >> "$out/marks.txt"
     [ "$run" = "$mode" ] || hold "$booted_ms" "$booted_mib"
-    sleep 10
+    sleep "${PARTS_REST:-10}"
 done

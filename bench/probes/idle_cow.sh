@@ -6,14 +6,14 @@
 # the pages either process wrote after the fork) and the parent's
 # copy-on-write faults. With no load that is what the server writes by
 # itself (serverCron, its bookkeeping, the child's own buffers), the part
-# of a save's copy-on-write that no client causes (issue 17 item 3).
+# of a save's copy-on-write that no client causes.
 #
 #   bench/probes/idle_cow.sh [KEYS [SAVES [PAUSE]]]
 #
 # Defaults: 3000000 keys (1.16 GB), 5 saves each, 8 s after each save for
-# the re-collapse. Binaries: build/redis-8.0.6/src and stock's in
-# $STOCK/src (build/stock/redis-8.0.6); ports IDLE_COW_PORT and the next
-# (7391).
+# the re-collapse. Binaries: $TREE/src and $STOCK/src (build/redis-<version>
+# and build/stock/redis-<version>, the version from upstream/pin); ports
+# IDLE_COW_PORT and the next (7391).
 set -e
 keys=${1:-3000000}
 saves=${2:-5}
@@ -21,11 +21,22 @@ pause=${3:-8}
 p1=${IDLE_COW_PORT:-7391}
 p2=$((p1 + 1))
 top=$(cd "$(dirname "$0")/../.." && pwd)
-stock=${STOCK:-$top/build/stock/redis-8.0.6}/src
-afork=$top/build/redis-8.0.6/src
+. "$top/upstream/pin"
+stock=${STOCK:-$top/build/stock/redis-$REDIS_VERSION}/src
+afork=${TREE:-$top/build/redis-$REDIS_VERSION}/src
 work=$(mktemp -d /tmp/idle_cow.XXXXXX)
 # Stopped by their pid files: never a server of someone else's on a port.
-trap 'for f in "$work"/*/pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done; rm -rf "$work"' EXIT
+# Each is waited for (at most 5 s) before its folder goes.
+stop_all() {
+    for f in "$work"/*/pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f")
+        kill "$pid" 2>/dev/null || continue
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    done
+    rm -rf "$work"
+}
+trap stop_all EXIT
 
 start() {                                   # start NAME BINDIR PORT ARGS...
     name=$1 bin=$2 port=$3; shift 3

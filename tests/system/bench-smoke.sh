@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# bench-smoke.sh -- a tiny run of make bench's harness (a few MB, REPEAT=2,
-# stock Redis once more as a peer; a tiny steady scenario and a stall
-# attribution run without perf; about 70 s), so the benchmark cannot rot:
-# every figure has its spread and verdict, the order of the variants changed
-# between repetitions, unusable peers are skipped and reported, the machine
-# is recorded, the plots are real PNGs, README's tables are the committed
-# results', bad sizes are refused up front. No timing is asserted: figures
-# this small mean nothing.
+# bench-smoke.sh -- make bench's tools end to end on tiny sizes (a few MB):
+# python3 -m forkbench with REPEAT=2 and stock Redis once more as a peer,
+# the steady scenario and forkbench.child_gaps on it, forkbench.stalls
+# without perf, forkbench.tables on the run's own results; about 70 s. So
+# the benchmark cannot rot: every figure has its spread and verdict, the
+# order of the variants changed between repetitions, unusable peers are
+# skipped and reported, the machine is recorded, the plots are real PNGs,
+# sizes that do not fit are refused up front. No timing is asserted:
+# figures this small mean nothing. The modules' own rules (statistics,
+# run plan, tables' refusals, targets) are tests/bench's unit tests.
 . "$(dirname "$0")/lib.sh"
 need_strace_and_stock "bench smoke run"
 
@@ -168,27 +170,6 @@ else
     err "bench outputs" "$check"
 fi
 
-# The verdict's rules on fixed figures: five runs that do not overlap are a
-# difference only when the medians differ by 2% or more.
-if check=$(python3 - "$top/bench" <<'PY' 2>&1
-import sys
-sys.path.insert(0, sys.argv[1])
-import stats
-same = stats.compare([1011.2] * 4 + [1011.3], [1011.0] * 4 + [1010.9], "lower", "t")
-worse = stats.compare([110, 111, 112, 113, 114], [100, 101, 102, 103, 104], "lower", "t")
-better = stats.compare([1100, 1110, 1120, 1130, 1140], [1000, 1010, 1020, 1030, 1040],
-                       "higher", "t")
-got = (same["verdict"], worse["verdict"], better["verdict"])
-want = (stats.NOISE, stats.WORSE, stats.BETTER)
-print("ok" if got == want else "got %s, want %s (p %s)" % (got, want, same["p"]))
-sys.exit(0 if got == want else 1)
-PY
-); then
-    ok "bench verdicts: a 0.02% difference is noise, 10% apart without overlap is worse / better"
-else
-    err "bench verdicts" "$check"
-fi
-
 # The steady scenario (fork-thp's): its control and rounds load the server
 # past the save and the re-collapse; the round and after-child figures.
 steady=$work/steady
@@ -221,25 +202,25 @@ PY
     else
         err "bench steady scenario" "$check"
     fi
-    # child_gaps.py on that run's probe files: a row per figure, a column
-    # per server, spreads in every cell.
-    if gaps_log=$(python3 "$top/bench/child_gaps.py" "$steady" 2>&1) &&
+    # forkbench.child_gaps on that run's probe files: a row per figure, a
+    # column per server, spreads in every cell.
+    if gaps_log=$(PYTHONPATH=$top/bench python3 -m forkbench.child_gaps "$steady" 2>&1) &&
             grep -q '^| 0.004 GB | stock | afork-thp-collapse | afork-thp-collapse / stock |$' \
                 "$steady/child_gaps.md" &&
             [ "$(grep -cE '^\| longest PING round trip [^|]+ \| [0-9.e+-]+ \| [0-9.e+-]+ \|' \
                 "$steady/child_gaps.md")" = 4 ]; then
-        ok "child_gaps.py: the fork, the child's life and after it, per server"
+        ok "forkbench.child_gaps: the fork, the child's life and after it, per server"
     else
-        err "child_gaps.py" "$gaps_log"
+        err "forkbench.child_gaps" "$gaps_log"
     fi
 else
     err "bench steady run" "bench/run.sh --scenario steady failed: $(tail -5 <<<"$log")"
 fi
 
-# stalls.py without perf: its tables, and the host's steal time beside each
-# of the worst round trips.
+# forkbench.stalls (make bench-stalls) without perf: its tables, and the
+# host's steal time beside each of the worst round trips.
 stalls=$work/stalls
-if log=$(BENCH_SCRIPT=stalls.py "$top/bench/run.sh" --size 0.004 --rounds 1 --top 3 \
+if log=$(BENCH_MODULE=forkbench.stalls "$top/bench/run.sh" --size 0.004 --rounds 1 --top 3 \
         --load-seconds 0.5 --calibrate-seconds 0.3 --pass-margin-seconds 0.5 --no-perf \
         --out "$stalls" --scratch "$work" 2>&1); then
     if check=$(python3 - "$stalls" <<'PY' 2>&1
@@ -263,146 +244,41 @@ print("\n".join(problems) or "ok")
 sys.exit(1 if problems else 0)
 PY
 ); then
-        ok "stalls.py --no-perf: tables, and the host's steal time beside each worst round trip"
+        ok "forkbench.stalls --no-perf: tables, and the host's steal time beside each worst round trip"
     else
-        err "stalls.py" "$check"
+        err "forkbench.stalls" "$check"
     fi
 else
-    err "stalls.py run" "stalls.py --no-perf failed: $(tail -5 <<<"$log")"
+    err "forkbench.stalls run" "forkbench.stalls --no-perf failed: $(tail -5 <<<"$log")"
 fi
 
-# sched_waits.py on fixed switches: a 50 ms preemption by kdamond.0 on CPU 0
-# while CPU 1 runs the server, then a 20 ms sleep.
-if check=$(python3 - "$top/bench" <<'PY' 2>&1
-import sys
-sys.path.insert(0, sys.argv[1])
-import sched_waits
-ev = [(0.0, 1, "swapper/1", 0, "R", "redis-server", 10),
-      (1.0, 0, "redis-benchmark", 20, "R", "kdamond.0", 30),
-      (1.05, 0, "kdamond.0", 30, "S", "redis-benchmark", 20),
-      (1.10, 0, "redis-benchmark", 20, "S", "swapper/0", 0),
-      (1.12, 0, "swapper/0", 0, "R", "redis-benchmark", 20)]
-got = sched_waits.waits(iter(ev), {"redis-benchmark"}, None, None)["redis-benchmark"]
-pre = [w for w in got if w[2] == "R"]
-slept = [w for w in got if w[2] == "S"]
-fine = (len(pre) == 1 and abs(pre[0][0] - 0.05) < 1e-9 and abs(pre[0][3]["kdamond.0"] - 0.05) < 1e-9
-        and abs(pre[0][3]["redis-server"] - 0.05) < 1e-9 and pre[0][4] == 20
-        and len(slept) == 1 and abs(slept[0][0] - 0.02) < 1e-9)
-print("ok" if fine else "got %s" % got)
-sys.exit(0 if fine else 1)
-PY
-); then
-    ok "sched_waits.py: a preemption's length and who held the CPUs meanwhile, and a sleep"
-else
-    err "sched_waits.py" "$check"
-fi
-
-# child_gaps.py's split on fixed samples: BGSAVE at 100 s, a 130 ms fork
-# from 100.01 s, the child gone at 120 s. A PING sent before the fork that
-# waits through it is the fork's; one of 20 ms in the child's life, one of
-# 9 ms after it, one of 50 ms before the BGSAVE (outside the save) is none.
-if check=$(python3 - "$top/bench" <<'PY' 2>&1
-import sys
-sys.path.insert(0, sys.argv[1])
-import child_gaps
-samples = [(99.0, 50.0), (100.005, 136.0), (100.2, 2.0), (110.0, 20.0),
-           (119.99, 1.0), (121.0, 9.0)]
-got = child_gaps.split_round(samples, 100.0, 100.01, 130.0, 20.0)
-want = {"fork": 136.0, "child": 20.0, "after": 9.0, "nofork": 20.0}
-# bench.py's window of the save: the PING sent 5 ms before the BGSAVE and
-# answered after the fork counts; the 50 ms one, over before, does not.
-import bench
-during = bench.gap_summary([(99.0, 50.0), (99.995, 136.0), (100.2, 2.0)],
-                           100.0, 120.0)["max_gap_ms"]
-got["bench_during"], want["bench_during"] = during, 136.0
-print("ok" if got == want else "got %s, want %s" % (got, want))
-sys.exit(0 if got == want else 1)
-PY
-); then
-    ok "child_gaps.py: a round trip over the fork, in the child's life, after it; bench.py's save window has the fork"
-else
-    err "child_gaps.py split" "$check"
-fi
-
-# probes/collapse_parts.py on fixed files: a control and one run whose child
-# exits at 1100 s; a stretch 60 ms on a CPU at 1105 s beside a report of
-# 512 MiB sampled at 1105.5 s; one before the child, in the fill.
-parts=$work/parts
-mkdir -p "$parts"
-printf '1000.0 start control\n1030.0 end control\n1080.0 start held-redo\n1140.0 end held-redo\n' \
-    >"$parts/marks.txt"
-printf 'mode held-redo\nchild_exited 1100.0 reporting_passes 7\n' >"$parts/collapse_stall.txt"
-printf '1010.0 4.0 0.5 3.5 3.0\n1090.0 9.0 0.0 9.0 8.0\n1105.0 70.0 1.0 69.0 60.0\n1106.0 5.0 4.0 1.0 1.0\n' \
-    >"$parts/read_stall.txt"
-printf '1099.5 7 1000\n1104.5 7 1000\n1105.5 8 525288\n1106.5 8 525288\n' >"$parts/reporting.txt"
-if parts_md=$(python3 "$top/bench/probes/collapse_parts.py" "$parts" 2>&1) &&
-        echo "$parts_md" | grep -qF '| control | 30 | 1 | 1 | 3.5 | 3.0 | 4.0 |' &&
-        echo "$parts_md" | grep -qF '| held-redo (run 1), fill and child | 20 | 1 | 1 | 9.0 | 8.0 | 9.0 |' &&
-        echo "$parts_md" | grep -qF '| held-redo (run 1), after the child | 40 | 2 | 1 | 69.0 | 60.0 | 70.0 |' &&
-        echo "$parts_md" | grep -qF '| held-redo (run 1), after the child | 512 |' &&
-        echo "$parts_md" | grep -qF '| held-redo (run 1), after the child | 5.0 | 60.0 | +0.5 s, 512 |'; then
-    ok "collapse_parts.py: read_stall's stretches per window, the VM's reports beside"
-else
-    err "collapse_parts.py" "$parts_md"
-fi
-
-# probes/idle_cow.sh, tiny: both servers get every key, each save prints
-# its copy-on-write, fork-thp's with the parent's fault count.
-if cow_out=$(STOCK=$stock IDLE_COW_PORT=$(free_port) \
-        "$top/bench/probes/idle_cow.sh" 20000 1 0.5 2>&1) &&
-        grep -qE '^stock 1 cow_bytes=[0-9]+ parent_cow_faults=n/a$' <<<"$cow_out" &&
-        grep -qE '^fork-thp 1 cow_bytes=[0-9]+ parent_cow_faults=[0-9]+$' <<<"$cow_out"; then
-    ok "idle_cow.sh: an idle save of stock and of fork-thp, their copy-on-write"
-else
-    err "idle_cow.sh" "$cow_out"
-fi
-
-# tables.py: refuses a -dirty folder and unequal key counts unless allowed,
-# regenerates and checks a marked block from committed results only.
-tables=$top/bench/tables.py
+# forkbench.tables on this run's own results, committed in a scratch
+# checkout: --update fills both kinds of block, --check accepts them.
 repo=$work/repo
 mkdir -p "$repo/res"
 cp "$out"/{results.csv,machine.json,runs.csv} "$repo/res/"
-python3 - "$repo/res" <<'PY'
-import json, sys
-p = sys.argv[1] + "/machine.json"
-m = json.load(open(p))
-m["dirty"] = False
-m["source"]["checkout"]["describe"] = "abc1234"
-json.dump(m, open(p, "w"))
-PY
-printf '# t\n\n<!-- bench-tables: res -->\nstale\n<!-- /bench-tables -->\n' >"$repo/README.md"
-expect_fail "tables.py refuses results that are not committed" 'res: not committed' \
-    python3 "$tables" --update "$repo/README.md"
-git -C "$repo" init -q && git -C "$repo" add -A &&
-    git -C "$repo" -c user.name=t -c user.email=t@localhost commit -qm results
-if python3 "$tables" --update "$repo/README.md" &&
-        grep -qE '^\| 0.008 GB \| stock \| redis-afork \| stock-peer \|' "$repo/README.md" &&
-        grep -qE '^\| save max / control max .*\] \| .*within noise' "$repo/README.md" &&
-        ! grep -q stale "$repo/README.md"; then
-    ok "tables.py --update fills README's block with spreads and verdicts"
-else
-    err "tables.py --update" "$(cat "$repo/README.md")"
-fi
-expect_ok "tables.py --check accepts the block it made" python3 "$tables" --check "$repo/README.md"
-sed -i 's/within noise/better/' "$repo/README.md"
-expect_fail "tables.py --check notices a hand-edited table" 'differ from the committed results' \
-    python3 "$tables" --check "$repo/README.md"
-cp -r "$repo/res" "$work/dirty"
-# The record's own flag (its "source" holds a "dirty" too, first in the file).
-python3 - "$work/dirty/machine.json" <<'PY'
+python3 - "$repo/res/machine.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))
-m["dirty"] = True
+m["dirty"] = False                      # the smoke runs on any checkout
+m["source"]["checkout"]["describe"] = "abc1234"
 json.dump(m, open(sys.argv[1], "w"))
 PY
-expect_fail "tables.py refuses -dirty results" 'uncommitted changes' \
-    python3 "$tables" "$work/dirty"
-sed -i '0,/,keys,/s/\(,keys,\)[0-9.]*/\11/' "$repo/res/results.csv"
-expect_fail "tables.py refuses unequal key counts" 'key counts differ' \
-    python3 "$tables" "$repo/res"
-expect_ok "README's benchmark tables are what tables.py makes of the committed results" \
-    python3 "$tables" --check "$top/README.md"
+printf '# t\n\n<!-- bench-headline: res -->\n<!-- /bench-headline -->\n\n<!-- bench-tables: res -->\nstale\n<!-- /bench-tables -->\n' \
+    >"$repo/README.md"
+git -C "$repo" init -q && git -C "$repo" add -A &&
+    git -C "$repo" -c user.name=t -c user.email=t@localhost commit -qm results
+tables() { PYTHONPATH=$top/bench python3 -m forkbench.tables "$@"; }
+if tables --update "$repo/README.md" &&
+        grep -qE '^\| 0.008 GB \| stock \| redis-afork \| stock-peer \|' "$repo/README.md" &&
+        grep -qE '^\| save max / control max .*\] \| .*within noise' "$repo/README.md" &&
+        grep -qE '^\| 0.004 GB \| redis-afork \| [0-9.]+ \[[0-9.]+–[0-9.]+\] \([0-9.]+x\) \|' "$repo/README.md" &&
+        ! grep -q stale "$repo/README.md"; then
+    ok "forkbench.tables --update fills the tables and the headline with spreads and verdicts"
+else
+    err "forkbench.tables --update" "$(cat "$repo/README.md")"
+fi
+expect_ok "forkbench.tables --check accepts the blocks it made" tables --check "$repo/README.md"
 
 expect_fail "bench refuses a size that does not fit, for its largest variant" \
     'size 100000 GB does not fit: it needs [0-9.]+ GiB .*big, the largest variant.* [0-9.]+ GiB is available' \
@@ -412,8 +288,4 @@ if [ -e "$work/refused" ]; then
 else
     ok "refused bench writes nothing"
 fi
-expect_fail "bench rejects sizes that are not numbers" 'error: --sizes: .1 lots. is not' \
-    "$top/bench/run.sh" --sizes "1 lots" --out "$work/bad"
-expect_fail "bench rejects REPEAT=0" 'error: --repeat' \
-    "$top/bench/run.sh" --repeat 0 --out "$work/bad"
 exit $status
