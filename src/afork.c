@@ -4,8 +4,9 @@
  * file (declared in afork.h). Each passes the event on to the modules that
  * need it, in the order written here, and the modules never call each
  * other: what one module needs to know about another (is a quiet window
- * open, is Async-fork on for us, when did fork() return), this file reads
- * from the one and hands to the other as an argument.
+ * open, is Async-fork on for us, when did fork() return, is fork-thp
+ * asked for), this file reads from the one and hands to the other as an
+ * argument.
  *
  *   afork_window.c   the fork quiet window: ready pipe, held log lines,
  *                    held purges and background jobs
@@ -16,7 +17,9 @@
  *   afork_system.c   page tables and THP state, the smaps reader thread,
  *                    LATENCY DOCTOR and --check-system advice
  *   afork_thp.c      fork-thp: the keyspace in huge pages, and the thread
- *                    that re-collapses them after each child
+ *                    that re-collapses them after each child; its parts
+ *                    (afork_thp_heap.c, afork_thp_collapse.c,
+ *                    afork_thp_host.c) are reached through afork_thp.c only
  *   afork_spawn.c    Sentinel's scripts started with posix_spawn
  *   afork_util.c     helpers any module may use: /proc and /sys reading,
  *                    the kernel version, jemalloc options
@@ -37,6 +40,8 @@
  *   reset            stats, window, thp
  *   bug report       window
  *   exit             window, system, thp
+ *
+ * ----------------------------------------------------------------------------
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
@@ -129,19 +134,17 @@ static const char *childCpulist(int purpose) {
 }
 
 /* On an Async-fork kernel the child starts with the page tables left to it
- * to copy (about 130 ms per GB under TCG) before it runs a line of Redis.
- * It inherits the main thread's CPUs, so with server-cpulist it is queued
- * on the main thread's CPU, and the main thread loses its CPU to it as
- * soon as its slice ends, inside fork() (1 involuntary switch in every
- * fork of the e2e run). When the child has CPUs of its own
- * (bgsave-cpulist, aof-rewrite-cpulist), the main thread forks with those
- * added to its own, so that fork() may place the child there, and takes
- * back its own CPUs as soon as fork() returns (no migration: it is on one
- * of them). The first sched_setaffinity() comes before upstream starts
- * timing the fork (latest_fork_usec), the second inside it. Making the
- * main thread SCHED_BATCH across fork() instead (no
- * wake-up preemption) was measured worse: the switch moved to the
- * policy's restore (contrib/async-fork/README.md). */
+ * to copy before it runs a line of Redis. It inherits the main thread's
+ * CPUs, so with server-cpulist it is queued on the main thread's CPU, and
+ * the main thread loses its CPU to it as soon as its slice ends, inside
+ * fork(). When the child has CPUs of its own (bgsave-cpulist,
+ * aof-rewrite-cpulist), the main thread forks with those added to its
+ * own, so that fork() may place the child there, and takes back its own
+ * CPUs as soon as fork() returns (no migration: it is on one of them). The
+ * first sched_setaffinity() comes before upstream starts timing the fork
+ * (latest_fork_usec), the second inside it. Making the main thread
+ * SCHED_BATCH across fork() instead (no wake-up preemption) does not help:
+ * the switch only moves to the restore of the policy. */
 static void forkWithoutPreemption(int purpose) {
     const char *cpulist = childCpulist(purpose);
     cpu_set_t both;
@@ -178,10 +181,10 @@ void aforkInChild(void) {
 
 /* On an Async-fork kernel the child copies the page tables left to it
  * before it runs a line of Redis, so before it binds itself to
- * bgsave-cpulist or aof-rewrite-cpulist: during that copy (about 130 ms per
- * GB under TCG) it may run only where the main thread may (server-cpulist,
- * inherited), and takes the main thread's CPU. Bind it from the parent at
- * once instead; the child's own call later changes nothing. */
+ * bgsave-cpulist or aof-rewrite-cpulist: during that copy it may run only
+ * where the main thread may (server-cpulist, inherited), and takes the
+ * main thread's CPU. Bind it from the parent at once instead; the child's
+ * own call later changes nothing. */
 static void bindChildEarly(pid_t childpid, int purpose) {
     const char *cpulist = childCpulist(purpose);
     if (cpulist && aforkKernelAsyncEnabled()) aforkSetTaskCpus(childpid, cpulist);

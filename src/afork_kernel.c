@@ -1,6 +1,6 @@
 /* afork_kernel.c -- is this kernel an Async-fork kernel, and is it on for us?
  *
- * Known interfaces (see the redis-afork notes for sources):
+ * Known interfaces:
  *  - OpenAnolis / Alibaba Cloud Linux: a per-memory-cgroup switch, the file
  *    memory.async_fork of the process's memory cgroup (cgroup v1 and v2);
  *    "1" means forks of processes in that cgroup are asynchronous.
@@ -31,6 +31,8 @@
  * shows the difference: what the latest fork deferred and what the parent
  * copied itself. They are counted over the whole system, so another
  * process forking at the same time adds its own.
+ *
+ * ----------------------------------------------------------------------------
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
@@ -295,8 +297,8 @@ static void finishCounters(const long long *now) {
 
 /* Just before fork(), with no quiet window open, on a kernel that has the
  * counters (the probe found them): read them, which also closes a fork
- * still pending (its child never reported). One read of /proc/vmstat, tens
- * of microseconds, before upstream's fork timer starts; none elsewhere. */
+ * still pending (its child never reported). One read of /proc/vmstat,
+ * before upstream's fork timer starts; none elsewhere. */
 void aforkKernelCountersBeforeFork(const char *root) {
     long long now[AFORK_COUNTERS];
     if (!counters.have || readCounters(root, now) != 0) {

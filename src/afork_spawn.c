@@ -12,6 +12,8 @@
  * the same environment (environ), the calling thread's signal mask,
  * ignored signals still ignored, the same inherited descriptors.
  *
+ * ----------------------------------------------------------------------------
+ *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"

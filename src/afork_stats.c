@@ -24,6 +24,8 @@
  * afork.c calls these at each step of a fork (with the times it took around
  * fork()), from the event loop and serverCron; the counters are ours alone.
  *
+ * ----------------------------------------------------------------------------
+ *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"

@@ -12,25 +12,28 @@
  *  - the page-table size of the process (VmPTE);
  *  - whether the machine is a VM that reports free memory to its host
  *    (virtio balloon free page reporting): the host then takes back every
- *    2 MiB block the guest frees, and on the test VM that stalled the
- *    memory reads of Redis and of other processes for tens of ms while
- *    fork-thp's re-collapse allocated and freed huge pages (bench/README.md,
- *    "What stalls the VM during the pass"); read at startup and when
- *    fork-probe-root changes, since a device's features do not;
+ *    2 MiB block the guest frees, and while it does, the guest's writes to
+ *    such blocks fault in the host and are slow, which is what fork-thp's
+ *    re-collapse runs into when it allocates and frees huge pages
+ *    (afork_thp_host.c); read at startup and when fork-probe-root
+ *    changes, since a device's features do not;
  *  - advice for LATENCY DOCTOR's "fork" line and redis-server
  *    --check-system.
  *
  * afork.c refreshes the values from serverCron (never inside a quiet
  * window), under the probe root it is given; INFO serves the cached values.
- * /proc/self/smaps_rollup walks the page tables (7 ms per GB of 4 KiB pages
- * measured here), so a thread of ours reads it: the cron asks for a read
- * every 10 s, and the thread waits on a condition variable until it is asked
- * and allowed. afork.c forbids reads from just before each fork until the
- * event loop runs again outside a quiet window, and stops the thread (and
- * joins it) at exit. A read holds the mmap lock for its whole walk, and a
- * fork() that comes meanwhile waits for it (counted: fork_smaps_collisions),
- * so the walk is made only when huge pages are possible for this process
- * (hugePagesPossible(); otherwise AnonHugePages is reported as 0).
+ * /proc/self/smaps_rollup walks the page tables, for a time that grows with
+ * the memory in 4 KiB pages, so a thread of ours reads it: the cron asks
+ * for a read every 10 s, and the thread waits on a condition variable until
+ * it is asked and allowed. afork.c forbids reads from just before each fork
+ * until the event loop runs again outside a quiet window, and stops the
+ * thread (and joins it) at exit. A read holds the mmap lock for its whole
+ * walk, and a fork() that comes meanwhile waits for it (counted:
+ * fork_smaps_collisions), so the walk is made only when huge pages are
+ * possible for this process (hugePagesPossible(); otherwise AnonHugePages
+ * is reported as 0).
+ *
+ * ----------------------------------------------------------------------------
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 

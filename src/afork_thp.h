@@ -1,6 +1,6 @@
-/* afork_thp.h -- a keyspace in huge pages, re-collapsed after saves
- * (afork_thp.c), as seen by afork.c, the only caller, and by the config
- * table (afork_config.h).
+/* afork_thp.h -- fork-thp, a keyspace in huge pages re-collapsed after
+ * saves (afork_thp.c and its parts, see afork_thp_int.h), as seen by
+ * afork.c, the only caller, and by the config table (afork_config.h).
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 

@@ -40,7 +40,6 @@
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"
-#include "afork_thp.h"
 #include "afork_thp_int.h"
 #include "afork_util.h"
 #include <fcntl.h>
@@ -86,20 +85,21 @@ static struct {
 
 /* What the main thread publishes for the thread, read atomically: the
  * configs the thread uses (config.c writes the variables the main thread
- * reads) and whether it may change the memory map now. */
+ * reads; afork_thp.c hands them over before the thread starts) and
+ * whether it may change the memory map now. */
 static struct {
     redisAtomic int allowed;             /* no child, no quiet window */
     redisAtomic long long slow_loop_ms;  /* when the event loop was last slow */
     redisAtomic int rate_mb;             /* fork-thp-collapse-rate */
     redisAtomic long long vma_size;      /* fork-thp-vma-size */
     redisAtomic int warm;                /* fork-thp-collapse-warm */
-} pub = {0, 0, 256, AFORK_THP_VMA_SIZE_DEFAULT, 1};
+} pub;
 
 static thpCounters counters = {.huge_before = -1, .huge_after = -1};
 
 static void resumeHugePagesLocked(void);
 
-/* ---------------------------------------------------------------- the walk */
+/* ---------------------------------------------------------- the walk */
 
 /* Resident and huge 4 KiB pages of [start, start + 2 MiB); -1 on error. */
 static int scanRange(int pm, uint64_t start, int *resident, int *huge) {
@@ -232,7 +232,8 @@ static void collapsePass(int maps_fd, int pm) {
         } else if (resize) {
             if (thpHeapUncut(start, end, waitAllowed, &counters) != 0) p.stopped = 1;
         }
-        uint64_t lo = (start + THP_HUGE_SIZE - 1) & ~(THP_HUGE_SIZE - 1), hi = end & ~(THP_HUGE_SIZE - 1);
+        uint64_t lo = (start + THP_HUGE_SIZE - 1) & ~(THP_HUGE_SIZE - 1);
+        uint64_t hi = end & ~(THP_HUGE_SIZE - 1);
         for (uint64_t a = lo; a < hi && !p.stopped && !p.no_collapse; a += THP_HUGE_SIZE) {
             int resident, huge;
             if (scanRange(pm, a, &resident, &huge) == 0) collapseRange(a, resident, huge, &p);
@@ -271,7 +272,7 @@ static void *collapseMain(void *arg) {
     return NULL;
 }
 
-/* ---------------------------------------------------------------- startup */
+/* ----------------------------------------------------------- startup */
 
 /* Can this kernel tell huge from split ranges? (PAGEMAP_SCAN, 6.7+) */
 static int pagemapScanWorks(int pm) {
@@ -328,7 +329,7 @@ void thpCollapseStop(void) {
     col.started = 0;
 }
 
-/* ---------------------------------------------------------------- the main thread */
+/* --------------------------------------------------- the main thread */
 
 /* The configs the thread reads (at startup and on CONFIG SET). */
 void thpCollapseConfigure(int rate_mb, long long vma_size, int warm) {
@@ -373,7 +374,7 @@ thpCounters *thpCollapseCounters(void) {
     return &counters;
 }
 
-/* ---------------------------------------------------------------- the quiet save */
+/* ---------------------------------------------------- the quiet save */
 
 /* Before fork(): no huge page until the child is gone. 1 when this call
  * turned them off. */

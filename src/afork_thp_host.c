@@ -55,7 +55,8 @@ static struct {
  * MADV_HUGEPAGE), named in /proc/PID/maps where the kernel can (5.17+).
  * Without it, no warm-up. */
 void thpHostInit(void) {
-    void *raw = mmap(NULL, 2 * THP_HUGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *raw = mmap(NULL, 2 * THP_HUGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
     if (raw == MAP_FAILED) return;
     char *page = (char *)(((uintptr_t)raw + THP_HUGE_SIZE - 1) & ~(uintptr_t)(THP_HUGE_SIZE - 1));
     if (madvise(raw, 2 * THP_HUGE_SIZE, MADV_DONTFORK) != 0 ||
@@ -63,7 +64,8 @@ void thpHostInit(void) {
         munmap(raw, 2 * THP_HUGE_SIZE);
         return;
     }
-    prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)raw, 2 * THP_HUGE_SIZE, "afork-collapse-warm");
+    prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)raw, 2 * THP_HUGE_SIZE,
+          "afork-collapse-warm");
     warm.page = page;
 }
 

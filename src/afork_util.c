@@ -11,6 +11,8 @@
  * These keep no state and call no other afork file (afork.c explains how the
  * files fit together).
  *
+ * ----------------------------------------------------------------------------
+ *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
 #include "server.h"

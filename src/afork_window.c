@@ -27,9 +27,9 @@
  *    timeout is checked there. It is fork-quiet-window-timeout, or longer
  *    when the child is expected to need more: AFORK_WINDOW_COPY_MARGIN
  *    times the copy time afork.c expects from the last fork's child (its
- *    ready time scaled by the memory now in use), so that a large dataset's
- *    copy (80-157 ms for 1.24 GB under TCG, 10 times that at 12 GB) does not
- *    end the window early.
+ *    ready time scaled by the memory now in use), so that the copy of a
+ *    large dataset, which grows with its size, does not end the window
+ *    early.
  *
  * Nothing here allocates or opens a file while the window is open.
  *
@@ -38,6 +38,8 @@
  * the child, after fork() (with the time fork() returned), from serverCron
  * and at exit. The child's ready message is handed back through the
  * function afork.c gave aforkWindowInit(), once the window is closed.
+ *
+ * ----------------------------------------------------------------------------
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
@@ -315,8 +317,8 @@ static void waitWhileQuiet(monotime start, int held) {
  * mmap). Upstream's bio threads do that in their first job. Warming every
  * bio thread up at startup would give three arenas that stock Redis does
  * not have until it uses them, and every fork would pay for them
- * (jemalloc's atfork handlers lock and unlock every arena's mutexes: 83
- * first touches in the parent after fork() against 57 without them). So
+ * (jemalloc's atfork handlers lock and unlock every arena's mutexes, and
+ * each more arena adds first touches in the parent after fork()). So
  * each bio thread makes its first allocation just before its first job, as
  * late as upstream, under warm_lock, which the main thread also takes to
  * raise the window's flag: the mmap happens before a fork or after its
