@@ -21,6 +21,9 @@ from the checkout's top). Two kinds of block, each generated in place:
     redis-afork against stock, median with spread; do not edit)
     <!-- /bench-headline -->
 
+each marker at the start of its line (one quoted in an indented code block
+is not a block).
+
 DIRs are relative to the top of the git checkout holding FILE (so
 README.md and docs/benchmarks.md name the same folders). With --update
 and --check every folder must be committed (tracked by git and
@@ -39,8 +42,9 @@ import sys
 
 from . import report, targets
 
-BLOCK = re.compile(r"<!-- bench-(?P<kind>tables|headline): (?P<args>.*?) -->\n"
-                   r"(?P<body>.*?)<!-- /bench-(?P=kind) -->", re.S)
+# A marker counts at the start of a line only (not quoted in a code block).
+BLOCK = re.compile(r"^<!-- bench-(?P<kind>tables|headline): (?P<args>.*?) -->\n"
+                   r"(?P<body>.*?)^<!-- /bench-(?P=kind) -->", re.S | re.M)
 
 # The figures the docs show, per scenario (results.md has them all).
 DOC_METRICS = {

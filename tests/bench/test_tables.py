@@ -138,3 +138,12 @@ def test_readme_headline_is_the_committed_results():
     assert "<!-- bench-headline: " in open(path).read(), "README.md has no bench-headline block"
     r = run("--check", path)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_marker_quoted_in_a_code_block_is_not_a_block(doc, git_repo):
+    git_repo.commit("res")
+    doc.write_text("How to publish:\n\n    <!-- bench-tables: bench/results/<folder> -->\n\n"
+                   + DOC)
+    assert run("--update", str(doc)).returncode == 0
+    assert "    <!-- bench-tables: bench/results/<folder> -->\n" in doc.read_text()
+    assert run("--check", str(doc)).returncode == 0
