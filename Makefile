@@ -68,7 +68,7 @@ patches:
 check-patches:
 	@upstream/tree.sh check $(TREE) && echo "patches/ and $(TREE) agree."
 
-# Move to another upstream release: make rebase REDIS_VERSION=X (README,
+# Move to another upstream release: make rebase REDIS_VERSION=X (docs/contributing.md,
 # "Moving to a new Redis"). On the command line REDIS_VERSION overrides the
 # pin's, so this is the new version; upstream/rebase.sh reads the old one.
 rebase:

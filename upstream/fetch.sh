@@ -61,7 +61,7 @@ die_not_carried() {
         "  make REDIS_TARBALL=/path/$ORIG_TARBALL REDIS_DEBIAN_TARBALL=/path/$DEBIAN_TARBALL" \
         "or point AFORK_APT_URI at an archive or snapshot that still has it." \
         "Moving to a newer Debian version is a separate step, which rewrites patches/" \
-        "and upstream/pin: make rebase REDIS_VERSION=X (README, \"Moving to a new Redis\")."
+        "and upstream/pin: make rebase REDIS_VERSION=X (docs/contributing.md, \"Moving to a new Redis\")."
 }
 
 fetch_with_apt() {

@@ -70,7 +70,7 @@ apply_series() {
             cat "$tree.am.log" >&2
             g am --abort >/dev/null 2>&1 || true
             die "$name does not apply to $tree." \
-                "Fix the patch (or rebase it: see README, 'The patch workflow')."
+                "Fix the patch (or rebase it: see docs/contributing.md, 'The patch workflow')."
         fi
     done
     rm -f "$tree.am.log"
