@@ -2,9 +2,10 @@
  *
  * fork-thp is one module under the hub: afork.c calls afork_thp.c only
  * (afork_thp.h), and afork_thp.c calls the three files below it, declared
- * here. Calls go one way: afork_thp.c -> collapse -> heap, host. The heap
- * and host code run on the collapse thread, which hands them its gate and
- * its counters as arguments, so they call nothing of fork-thp themselves.
+ * here. Calls go one way: afork_thp.c calls all three, the collapse thread
+ * calls the heap's cut and the host's warm-up, handing them its gate and
+ * its counters as arguments, and the heap and host code call nothing of
+ * fork-thp themselves.
  *
  *   afork_thp.c            the settings, the entry points, INFO
  *   afork_thp_heap.c       the heap in huge pages (re-exec), cut into VMAs
