@@ -112,6 +112,7 @@ extern const struct test_case vma_tests[];
 extern const struct test_case kind_tests[];
 extern const struct test_case lifecycle_tests[];
 extern const struct test_case session_tests[];
+extern const struct test_case failpath_tests[];
 extern const struct test_case forktime_tests[];
 
 /* Entry of the exec'ed helper used by vfork/posix_spawn tests. */

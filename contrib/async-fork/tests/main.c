@@ -23,7 +23,8 @@
 #define PR_GET_ASYNC_FORK 0x41464b02
 
 static const struct test_case *const tables[] = {
-    snapshot_tests, vma_tests, kind_tests, lifecycle_tests, session_tests, forktime_tests,
+    snapshot_tests, vma_tests, kind_tests, lifecycle_tests, session_tests, failpath_tests,
+    forktime_tests,
 };
 
 static const struct test_case *find_test(const char *name)
