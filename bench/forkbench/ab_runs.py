@@ -1,8 +1,8 @@
-"""ab_runs.py -- an A/B of stalls.py runs as one table.
+"""forkbench.ab_runs -- an A/B of make bench-stalls runs as one table.
 
     python3 -m forkbench.ab_runs DIR A B
 
-DIR holds stalls.py output folders named A-1, A-2, ... and B-1, B-2, ...
+DIR holds make bench-stalls output folders named A-1, A-2, ... and B-1, B-2, ...
 (each with its runs.json). Every save round of every run is one sample;
 the table gives per metric the median (min-max) of A and of B over all
 their saves, U (how many of the A x B pairs have A above B, ties half),

@@ -1,8 +1,8 @@
-"""child_gaps.py -- a save's longest client stall, with and without its fork.
+"""forkbench.child_gaps -- a save's longest client stall, with and without its fork.
 
     python3 -m forkbench.child_gaps DIR
 
-For every round with a save of a bench.py run in DIR (the PING probe's
+For every round with a save of a make bench run in DIR (the PING probe's
 samples, probe_*.csv.gz, and marks, probe_*.bgsave, which stay in the
 folder but are not committed), splits the longest PING round trip of the
 round into:
@@ -16,7 +16,7 @@ Stock Redis's worst stall of a save is its fork. What it pays besides
 save costs the clients apart from the fork, on the same machine under the
 same load: a floor that a server with a cheap fork competes against.
 Per repetition, each figure is the median over the steady rounds (2 and
-later), as bench.py's steady metrics are. Writes child_gaps.md in DIR.
+later), as make bench's steady metrics are. Writes child_gaps.md in DIR.
 """
 import gzip
 import os
@@ -142,7 +142,7 @@ def main(argv):
     res = report.read(argv[1])
     values = per_repetition(round_figures(argv[1], res))
     if not values:
-        sys.stderr.write("child_gaps.py: no probe samples of saves in %s\n" % argv[1])
+        sys.stderr.write("child_gaps: no probe samples of saves in %s\n" % argv[1])
         return 1
     text = markdown(res, values)
     with open(os.path.join(argv[1], "child_gaps.md"), "w") as f:

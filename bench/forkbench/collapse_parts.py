@@ -1,11 +1,11 @@
-"""collapse_parts.py -- read_stall.c's slow stretches by window of a
+"""forkbench.collapse_parts -- read_stall.c's slow stretches by window of a
 collapse_parts.sh run: the no-save control, and for each collapse_stall.c
 run its fill and child's life, and the 30 s after the child (the pass,
 in modes that have one).
 
     python3 -m forkbench.collapse_parts OUT_DIR
 
-Columns as in read_stall_windows.py, whose table this prints; then, where
+Columns as in forkbench.read_stall_windows, whose table this prints; then, where
 reporting.txt was sampled, the MiB the VM's free page reporting handed to
 the host in each window, and each stretch over 20 ms on a CPU after a
 child beside the nearest report.

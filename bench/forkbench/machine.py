@@ -1,4 +1,4 @@
-"""machine.py -- what make bench knows about the machine it runs on.
+"""forkbench.machine -- what make bench knows about the machine it runs on.
 
   describe()     kernel, CPU, memory, THP and defrag modes, virtualization
   idle_check()   CPU use by others, steal time and load average over a few
@@ -11,7 +11,7 @@
                  VM the first touch of guest memory can be slow, and it would
                  otherwise land in the first server's figures
 
-Everything goes to machine.json and the top of results.md (bench.py).
+Everything goes to machine.json and the top of results.md (the bench).
 """
 import gzip
 import mmap

@@ -1,4 +1,4 @@
-"""plots.py -- the benchmark's pictures, drawn from a results folder.
+"""forkbench.plots -- the benchmark's pictures, drawn from a results folder.
 
   latency_timeline_<size>gb.png  PING round trips around the BGSAVE under load
                                  (worst per 10 ms bin): every repetition of every
@@ -16,7 +16,7 @@
   plots.json                     what each picture holds (series and points),
                                  so a test can check them without reading PNGs
 
-    python3 -m forkbench.plots RESULTS_DIR     (bench.py calls draw() itself)
+    python3 -m forkbench.plots RESULTS_DIR     (the bench calls draw() itself)
 """
 import csv
 import gzip

@@ -1,8 +1,8 @@
-"""probe.py -- a PING-gap probe: how long the server keeps one client waiting.
+"""forkbench.probe -- a PING-gap probe: how long the server keeps one client waiting.
 
 Runs as its own process beside the load, on its own connection: sends PING,
 waits for PONG, records (send time, round trip), pauses 100 us, repeats,
-until SIGTERM. Prints "ready" once connected (bench.py starts the load then).
+until SIGTERM. Prints "ready" once connected (the bench starts the load then).
 Writes every sample to a gzipped CSV (unix time, rtt ms), so the benchmark
 can plot the latency timeline and list every gap over 1 ms.
 

@@ -1,4 +1,4 @@
-"""read_stall_windows.py -- read_stall.c's slow stretches by window of a
+"""forkbench.read_stall_windows -- read_stall.c's slow stretches by window of a
 stalls.py run: the no-save control, each save while the child lived, and
 the 30 s after the child (the re-collapse pass with fork-thp).
 
@@ -8,10 +8,10 @@ STALLS_DIR needs runs.json and probe_<round>.bgsave; the control's window
 comes from probe_control.csv.gz while it is still there (not committed).
 "Not waiting" is a stretch's wall time minus its wait for a CPU: the
 reads, whatever the host did meanwhile without taking the vCPU away
-(steal is counted apart, in stalls.py's steal.csv.gz), and any sleep. The
+(steal is counted apart, in forkbench.stalls' steal.csv.gz), and any sleep. The
 last column, where read_stall recorded it (a fifth field), is the
 kernel's own count of time on a CPU for the longest stretch (updated at
-ticks: 4 ms granularity here), which tells running from sleeping.
+ticks: 4 ms steps at HZ 250), which tells running from sleeping.
 REPORTING.txt, where given, holds samples of the VM's free page reporting
 (unix s, passes, KiB reported; collapse_parts.sh writes one): the MiB
 reported in each window, and each stretch over 20 ms on a CPU after a
@@ -28,7 +28,7 @@ AFTER_S = 30.0
 
 
 def save_rounds(folder):
-    """(round, BGSAVE sent, child gone) of each save of a stalls.py run, from
+    """(round, BGSAVE sent, child gone) of each save of a make bench-stalls run, from
     its runs.json and probe_<round>.bgsave marks."""
     for r in json.load(open(os.path.join(folder, "runs.json")))[0]:
         if not r.get("save"):

@@ -1,4 +1,4 @@
-"""report.py -- make bench's tables: every figure over its repetitions.
+"""forkbench.report -- make bench's tables: every figure over its repetitions.
 
   read()        a results folder: results.csv (one row per size, variant,
                 repetition and metric; older folders without a rep column
@@ -6,12 +6,12 @@
   summarize()   per size, variant and metric: median, min-max and quartiles
                 over the repetitions; against the baseline (stock): ratio of
                 the medians, its 95% bootstrap interval, the rank test's p and
-                the verdict (stats.py)
+                the verdict (forkbench.stats)
   write()       summary.csv and results.md of a results folder
   problems()    what makes a folder unfit to publish (uncommitted changes,
                 key counts that differ between servers of a size)
 
-tables.py builds README's tables from the same summaries.
+forkbench.tables builds the docs' tables from the same summaries.
 """
 import collections
 import csv

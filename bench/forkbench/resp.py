@@ -1,6 +1,6 @@
-"""resp.py -- the smallest Redis client the benchmark needs (RESP2 over TCP).
+"""forkbench.resp -- the smallest Redis client the benchmark needs (RESP2 over TCP).
 
-Only what bench.py and probe.py use: send a command, read one reply, parse
+Only what the bench and its probe use: send a command, read one reply, parse
 INFO. No third-party client, so the figures depend on nothing but Redis.
 """
 import socket

@@ -1,8 +1,8 @@
-"""runplan.py -- which server runs when in make bench, and how long the rest takes.
+"""forkbench.runplan -- which server runs when in make bench, and how long the rest takes.
 
   variant_orders()  the order of the variants in each repetition: rotated
                     (ABC, BCA, CAB, then the reversed rotations CBA, BAC, ACB,
-                    and again), or shuffled with a seed that bench.py prints;
+                    and again), or shuffled with a seed that the bench prints;
                     two repetitions in a row never share an order (unless
                     there is one variant), so no variant always runs first,
                     last, or right after the same neighbour;
@@ -10,8 +10,8 @@
                     then the variants in that repetition's order;
   Estimate          the time left, for the progress lines. A run's duration
                     is first taken from a model of its phases (model_seconds:
-                    populate, idle saves, calibration, load runs, with the
-                    seconds per GB measured on this project's 2-core VM);
+                    populate, idle saves, calibration, load runs, at the
+                    seconds per GB of a small 2-core machine);
                     once runs finish, every remaining estimate is scaled by
                     (time the finished runs took) / (what the model said for
                     them), so the estimate follows the machine it runs on.
@@ -21,9 +21,9 @@ import random
 
 Run = collections.namedtuple("Run", "seq rep size variant position")
 
-# Seconds per GB of dataset, from bench/results/fork-1-4-8 (256-byte values,
-# THP madvise, 2 cores, idle machine): an idle BGSAVE took 4.4 s at 1 GB,
-# 17.7 s at 4 GB and 35.6 s at 8 GB (medians of 5 repetitions).
+# Seconds per GB of dataset of an idle BGSAVE of 256-byte values on a small
+# 2-core machine: only the starting point, as the estimate rescales itself
+# from the runs that finish.
 SAVE_S_PER_GB = 4.4
 # Filling the keyspace with the Lua script (about 2.6 million keys per GB).
 POPULATE_S_PER_GB = 5.0

@@ -35,7 +35,7 @@ def idle_saves(srv, rounds):
 
 def steady_load_seconds(args, used_gb, idle_save_s):
     """The steady rounds' load also covers the re-collapse after the child
-    (the pass is where fork-thp's after-child stalls are, bench/README.md):
+    (the pass is where fork-thp's after-child stalls are):
     after the BGSAVE, a third in, the save under load (about twice the idle
     one) and a pass over the whole heap at the collapse rate, with a
     margin (--pass-margin-seconds). Every variant gets the same formula,

@@ -1,4 +1,4 @@
-"""sched_waits.py -- how long each process of a benchmark waited for a CPU.
+"""forkbench.sched_waits -- how long each process of a benchmark waited for a CPU.
 
 On this 2-core machine the server's main thread, its save child, the
 re-collapse thread, redis-benchmark and the PING probe share two CPUs. A

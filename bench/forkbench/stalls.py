@@ -284,7 +284,7 @@ def explain(main, holders, t0, t1):
 
 class StealSampler:
     """Steal time per CPU from /proc/stat, read every `period` s by a
-    thread: the time the hypervisor ran something else on this VM's vCPU.
+    thread: the time the hypervisor ran something else on the VM's vCPU.
     Inside the guest that time looks like time on the CPU (perf samples it
     as whatever was running), so it is the test of "the host took the CPU"
     for a stall that perf shows as on-CPU work. USER_HZ ticks: 10 ms

@@ -1,4 +1,4 @@
-"""stats.py -- the statistics of make bench's repetitions (pure Python, seeded).
+"""forkbench.stats -- the statistics of make bench's repetitions (pure Python, seeded).
 
 Per metric, over the repetitions of one server and size:
 
@@ -24,7 +24,8 @@ BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
 ALPHA = 0.05
 # A difference smaller than this (ratio within 1 +/- it) is no gain and no
-# loss whatever the test says: the dataset's 1011 against 1011 MB.
+# loss whatever the test says: e.g. two servers' dataset sizes, a steady
+# 0.1% apart.
 MIN_EFFECT = 0.02
 EXACT_LIMIT = 20000      # rank test: enumerate every split up to this many
 MONTE_CARLO = 20000      # else this many random splits

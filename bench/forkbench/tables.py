@@ -31,7 +31,7 @@ unmodified), so the docs never show figures that are not in the
 repository. A folder taken on uncommitted changes, or whose servers of a
 size got different key counts, is refused unless the marker allows it; it
 is then marked as not fit to publish. Steady-scenario folders also get
-fork-thp's targets (targets.py). Only the standard library is needed.
+fork-thp's targets (forkbench.targets). Only the standard library is needed.
 """
 import argparse
 import os

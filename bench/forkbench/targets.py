@@ -1,9 +1,9 @@
-"""targets.py -- fork-thp's targets, checked against a steady-scenario run.
+"""forkbench.targets -- fork-thp's targets, checked against a steady-scenario run.
 
     python3 -m forkbench.targets DIR [--variant NAME]
 
-The targets fork-thp must meet before it is recommended (issue 17; README,
-"fork-thp"), per size of a `make bench --scenario steady` results folder,
+The targets fork-thp must meet before it is recommended by default
+(docs/investigations/2026-11-26-fork-thp-off-by-default.md), per size of a `make bench --scenario steady` results folder,
 each from the repetitions of the run against stock Redis of the same run:
 
   - steady fork, parent blocked: at most 1/15 of stock's (8 GB);
@@ -17,10 +17,10 @@ each from the repetitions of the run against stock Redis of the same run:
   - copy-on-write during saves: at most stock's.
 
 Each figure is the median over the repetitions (a repetition's figure being
-the median of its rounds 2+, as bench.py gives the steady ones), the ratio
-has its 95% bootstrap interval (stats.py), and the target is "met" when the
-ratio of medians is within it, "not met" otherwise. tables.py puts this
-table under each steady folder in README. Only the standard library.
+the median of its rounds 2+, as the bench gives the steady ones), the ratio
+has its 95% bootstrap interval (forkbench.stats), and the target is "met" when the
+ratio of medians is within it, "not met" otherwise. forkbench.tables puts this
+table under each steady folder in docs/benchmarks.md. Only the standard library.
 """
 import argparse
 import os
@@ -36,7 +36,7 @@ from . import report, stats
 TARGETS = [
     ("steady fork, parent blocked", "steady_fork_ms_median", "stock", 1 / 15.0, (8,)),
     ("client max during a save vs the no-save max", "save_vs_control_max", "control", 2.0, None),
-    # The PING probe's view of the same (bench.py): it is not behind the
+    # The PING probe's view of the same (the bench): it is not behind the
     # load's pipelines, and it tells the save from the re-collapse after it.
     ("PING: longest gap during a save vs the no-save run", "steady_max_gap_ms_median",
      "control:nosave_max_gap_ms", 2.0, None),

@@ -1,8 +1,8 @@
-"""trace_collapse.py -- read a trace of bench/trace_collapse.sh: how long
+"""forkbench.trace_collapse -- read a trace of bench/probes/trace_collapse.sh: how long
 each MADV_COLLAPSE of the re-collapse took in the kernel, whether the slow
 ones began while the VM's free page reporting ran, and how long the main
-thread waited for the mmap lock (bench/README.md, "The slow collapses
-traced").
+thread waited for the mmap lock
+(docs/investigations/2026-11-26-fork-thp-collapse-warm-up.md).
 
     python3 -m forkbench.trace_collapse TRACE.gz [--slow-ms 15] [--near-ms 100]
 

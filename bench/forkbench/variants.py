@@ -21,13 +21,13 @@ VARIANTS = {
     "afork-thp-collapse": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
                                      str(COLLAPSE_RATE_MB_S)]),
     # The same without warming the huge page before each collapse: the
-    # ablation of fork-thp-collapse-warm and its back-off (bench/README.md,
-    # "The slow collapses traced").
+    # ablation of fork-thp-collapse-warm and its back-off
+    # (docs/investigations/2026-11-26-fork-thp-collapse-warm-up.md).
     "afork-thp-nowarm": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
                                    str(COLLAPSE_RATE_MB_S),
                                    "--fork-thp-collapse-warm", "no"]),
     # The same with the keyspace left in one VMA (fork-thp-vma-size 0): the
-    # ablation of the cut (bench/README.md, "The heap in several VMAs").
+    # ablation of the cut (docs/investigations/2026-11-24-fork-thp-vma-cut.md).
     "afork-thp-onevma": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
                                    str(COLLAPSE_RATE_MB_S),
                                    "--fork-thp-vma-size", "0"]),

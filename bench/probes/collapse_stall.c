@@ -7,7 +7,9 @@
  * fault in a write-locked VMA falls back from the per-VMA lock to the mmap
  * lock, so it waits. fork-thp's collapse thread does this after each save
  * while the main thread still takes its first write fault on every page the
- * fork write-protected (bench/README.md, the stall findings).
+ * fork write-protected (docs/investigations/2026-11-24-fork-thp-vma-cut.md;
+ * collapse_parts.sh runs its modes for
+ * docs/investigations/2026-11-26-fork-thp-free-page-reporting.md).
  *
  * Fills SIZE MiB in huge pages, optionally cut into VMAs of SPLIT MiB (every
  * other piece gets MADV_RANDOM, which for anonymous memory changes no page
@@ -21,8 +23,8 @@
  * for reading) and then collapses: the main thread's writes no longer fault,
  * so they cannot wait behind a collapse. With "warm" the thread writes a
  * scratch huge page of its own and frees it before each collapse, so that
- * the collapse's allocation gets memory the host has backed again
- * (first_touch.c) and the copy under the lock runs at memory speed. With
+ * the collapse's allocation gets memory the host has backed again and
+ * the copy under the lock runs at memory speed. With
  * "redo" the thread takes each range apart without MADV_COLLAPSE: it
  * frees it (MADV_DONTNEED: the 4 KiB copies, the old huge page's mapping,
  * a TLB flush) and populates it again (a new huge page, zeroed), i.e. the
@@ -34,7 +36,7 @@
  * the writes over 1, 5 and 10 ms, the longest, the collapses' count and
  * longest, and how long the populate took.
  *
- *   cc -O2 -pthread -o collapse_stall collapse_stall.c
+ *   make bench-probes     (build/bench-probes/collapse_stall)
  *   ./collapse_stall SIZE SPLIT LIFE RUN RATE collapse|populate|warm|redo|alone|none [HOGS]
  *   ./collapse_stall 4096 0 5 10 256 collapse 2
  *   ./collapse_stall 4096 64 5 10 256 populate

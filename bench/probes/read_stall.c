@@ -2,9 +2,9 @@
  * re-collapse pass runs?
  *
  * After a fork-thp save, during the re-collapse, the server's main thread
- * spends 17-30 ms per worst PING round trip on a CPU in user space, in
- * dict lookups, and no single SET takes over 8 ms (bench/README.md, "A
- * save's stall apart from its fork"). A guest cannot see the host's work:
+ * can stall on a CPU in user space, in ordinary dict lookups, with no single
+ * slow command (docs/investigations/2026-11-26-fork-thp-free-page-reporting.md).
+ * A guest cannot see the host's work:
  * a second-level page fault, or a vCPU held while the host invalidates its
  * mappings, is user time to the guest, not steal. This probe asks whether
  * ordinary memory reads stall meanwhile, outside Redis: it writes MB MiB of
@@ -17,7 +17,7 @@
  * on a CPU by the kernel's count (blocked: a page fault that sleeps, e.g.
  * on a page being migrated). Runs for SECONDS.
  *
- *   cc -O2 -o read_stall read_stall.c && ./read_stall 600 512 2 > out.txt */
+ *   make bench-probes && build/bench-probes/read_stall 600 512 2 > out.txt */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdint.h>

@@ -1,8 +1,9 @@
 /* report_copy.c -- is a 2 MiB copy slow while the VM's free page reporting
  * runs, and does it matter whether the destination is backed by the host?
  *
- * The re-collapse's slowest MADV_COLLAPSE calls (20-30 ms against 0.7 ms)
- * start when the guest's page_reporting worker does (bench/README.md). This
+ * The re-collapse's slowest MADV_COLLAPSE calls, many times the usual one,
+ * start when the guest's page_reporting worker does
+ * (docs/investigations/2026-11-26-fork-thp-collapse-warm-up.md). This
  * probe separates the two explanations: every INTERVAL ms it copies 2 MiB
  * (a) into a destination it keeps (backed since the first copy) and
  * (b) into a fresh huge page (mmap, MADV_HUGEPAGE, copy, munmap: the guest
@@ -18,7 +19,7 @@
  * Prints one line per copy over SLOW_MS, then per kind the median, the
  * 99th percentile and the max, and how many copies were over SLOW_MS.
  *
- *   cc -O2 -o report_copy report_copy.c && ./report_copy 60 2 2048 5 */
+ *   make bench-probes && build/bench-probes/report_copy 60 2 2048 5 */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>

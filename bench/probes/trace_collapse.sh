@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # trace_collapse.sh -- record, with tracefs, what the re-collapse and the
 # main thread do during a save, and what the VM's free page reporting does
-# meanwhile (bench/README.md, "The slow collapses traced").
+# meanwhile (docs/investigations/2026-11-26-fork-thp-collapse-warm-up.md).
 #
 #   bench/probes/trace_collapse.sh start            # a tracefs instance, recording
 #   make bench-stalls STALLS_FLAGS="--size 4 --rounds 3 --no-perf --out DIR"
 #   bench/probes/trace_collapse.sh stop DIR/trace.gz
-#   python3 forkbench.trace_collapse DIR/trace.gz
+#   PYTHONPATH=bench python3 -m forkbench.trace_collapse DIR/trace.gz
 #
 # Events: madvise() entry and exit, mmap lock and rwsem contention, the
 # scheduling of the server's threads and save children, THP collapses,
@@ -34,7 +34,7 @@ start() {
     [ -d $T/instances ] || mount -t tracefs nodev $T
     [ -d $I ] || mkdir $I
     echo 0 > $I/tracing_on
-    echo mono > $I/trace_clock   # the clock perf -k mono and stalls.py use
+    echo mono > $I/trace_clock   # the clock perf -k mono and forkbench.stalls use
     echo "${BUFFER_KB:-500000}" > $I/buffer_size_kb
     echo > $I/set_event
     for e in $EVENTS; do
