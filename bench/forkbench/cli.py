@@ -127,7 +127,10 @@ def check_args(p, a):
             p.error("--peer: %s" % e)
         if name in a.peers:
             p.error("--peer: %r given twice" % name)
-        a.peers[name] = {"binary": shutil.which(binary) or binary, "args": extra}
+        # Servers run in folders of their own: a relative path is made absolute.
+        found = shutil.which(binary) or binary
+        a.peers[name] = {"binary": os.path.abspath(found) if "/" in found else found,
+                         "args": extra}
         a.variants.append(name)
     if a.seed is None:
         a.seed = random.SystemRandom().randrange(1 << 31)

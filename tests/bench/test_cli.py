@@ -39,3 +39,19 @@ def test_builds_must_exist():
     r = bench("--sizes", "1")
     assert r.returncode == 2 and "no redis-server in /nonexistent" in r.stderr
     assert not os.path.exists("/nonexistent/out")
+
+
+def test_a_relative_peer_path_is_made_absolute(tmp_path, monkeypatch):
+    # servers run in folders of their own, so a peer named relative to the
+    # caller's folder must be resolved before they start
+    import argparse
+    from forkbench import cli
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "redis-server").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "redis-server").chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    a = argparse.Namespace(sizes="1", repeat=2, idle_saves=3, rounds=3, pass_margin_seconds=3.0,
+                           variants=None, scenario="fork", peer=["p=bin/redis-server"], seed=1,
+                           afork_bin=str(tmp_path / "bin"), stock_bin=str(tmp_path / "bin"))
+    cli.check_args(argparse.ArgumentParser(), a)
+    assert a.peers["p"]["binary"] == str(tmp_path / "bin" / "redis-server")
