@@ -324,7 +324,7 @@ int aforkSystemCheck(sds *msg) {
            kernelHasThpCowSplit() ? "has" : "lacks");
     printf("VM free page reporting: %s\n", sys.vm_page_reporting
                ? "yes (a virtio balloon hands every freed 2 MiB block to the host; fork-thp's"
-                 " re-collapse frees and takes such blocks after each save: README,"
+                 " re-collapse frees and takes such blocks after each save: docs/reference.md,"
                  " vm_free_page_reporting)"
                : "no");
     if (!strcmp(sys.thp_enabled, "never") && kernelHasThpCowSplit()) {

@@ -30,7 +30,7 @@ set_test=(
                                  # the service is not started by the tests
 )
 # bench: make bench (its own venv from bench/requirements.txt) and
-# make bench-stalls (bench/stalls.py: perf record of the server's stalls).
+# make bench-stalls (forkbench.stalls: perf record of the server's stalls).
 set_bench=(
     python3-venv
     linux-perf
