@@ -89,7 +89,7 @@ static int quietWindowWanted(void) {
 
 /* main(), after the config is read and before linuxMemoryWarnings(). */
 void aforkConfigLoaded(void) {
-    aforkThpHeapSetup();
+    aforkThpHeapSetup(probeRoot());
 }
 
 /* linuxMemoryWarnings(): leave THP on (skip upstream's disabling). */
@@ -114,8 +114,8 @@ void aforkInit(void) {
         serverLog(LL_WARNING, "redis-afork: fork-async-optin %s: the kernel refused the prctl "
                   "(INFO fork: fork_async_optin_errno)", afork_async_optin ? "yes" : "no");
     aforkKernelProbe(probeRoot());
-    aforkSystemInit(probeRoot(), afork_fork_thp);
-    aforkThpInit();
+    aforkSystemInit(probeRoot(), aforkThpHeapWanted());
+    aforkThpInit(aforkSystemVmPageReporting());
     atexit(aforkAtExit);
     serverLog(LL_NOTICE, "redis-afork %s: Async-fork kernel: %s (%s), fork quiet window: %s, "
               "THP %s, page tables %lld kB",
@@ -330,11 +330,29 @@ pid_t aforkSpawnScript(char **argv) {
     return aforkSpawnProcess(argv);
 }
 
-/* CONFIG SET fork-thp-collapse-rate, fork-thp-vma-size. */
+/* CONFIG SET fork-thp-collapse-rate. */
 int aforkApplyThpTuning(const char **err) {
     UNUSED(err);
     aforkThpConfigChanged();
     return 1;
+}
+
+/* CONFIG SET of the deprecated fork-thp-vma-size, fork-thp-quiet-save,
+ * fork-thp-collapse-warm: a deprecation line the first time, then the
+ * new value for the collapse thread. */
+int aforkApplyThpVmaSize(const char **err) {
+    aforkThpDeprecatedSet("fork-thp-vma-size");
+    return aforkApplyThpTuning(err);
+}
+
+int aforkApplyThpQuietSave(const char **err) {
+    aforkThpDeprecatedSet("fork-thp-quiet-save");
+    return aforkApplyThpTuning(err);
+}
+
+int aforkApplyThpCollapseWarm(const char **err) {
+    aforkThpDeprecatedSet("fork-thp-collapse-warm");
+    return aforkApplyThpTuning(err);
 }
 
 /* CONFIG SET fork-probe-root: probe the new root now, unless a quiet window

@@ -59,5 +59,8 @@ extern int afork_debug_fork_preempt;
 int aforkApplyProbeRoot(const char **err);
 int aforkApplyAsyncOptIn(const char **err);
 int aforkApplyThpTuning(const char **err);
+int aforkApplyThpVmaSize(const char **err);
+int aforkApplyThpQuietSave(const char **err);
+int aforkApplyThpCollapseWarm(const char **err);
 
 #endif /* AFORK_H */

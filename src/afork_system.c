@@ -57,7 +57,7 @@ static struct {
     int vm_stale;                /* vm_page_reporting to be read (again) */
     const char *je_thp;          /* jemalloc opt.thp */
     const char *je_metadata_thp; /* jemalloc opt.metadata_thp */
-    int fork_thp;                /* config fork-thp, handed over by afork.c */
+    int fork_thp;                /* fork-thp in effect, handed over by afork.c */
 } sys = {"unknown", "unknown", -1, -1, -1, 0, 1, "n/a", "n/a", 0};
 
 /* The smaps_rollup reader thread. The main thread opens the file (outside
@@ -174,7 +174,7 @@ void aforkSystemStop(void) {
 /* ------------------------------------------------------------ the values */
 
 /* Startup: jemalloc's options, the reader thread, a first read. fork_thp:
- * the config fork-thp (immutable), which asks for huge pages. */
+ * the keyspace is in huge pages (fork-thp yes, or auto and on). */
 void aforkSystemInit(const char *root, int fork_thp) {
     sys.fork_thp = fork_thp;
     sys.je_thp = aforkJemallocOpt("opt.thp");
@@ -263,6 +263,12 @@ const char *aforkSystemThpMode(void) {
 
 long long aforkSystemPageTableBytes(void) {
     return sys.page_table_bytes;
+}
+
+/* vm_free_page_reporting, as read at startup (fork-thp's warm-up follows
+ * it when not set). */
+int aforkSystemVmPageReporting(void) {
+    return sys.vm_page_reporting;
 }
 
 /* INFO fork: the page-table and THP fields. */

@@ -15,6 +15,7 @@ void aforkSystemAllowReads(int allowed);
 void aforkSystemStop(void);
 const char *aforkSystemThpMode(void);
 long long aforkSystemPageTableBytes(void);
+int aforkSystemVmPageReporting(void);
 sds aforkSystemInfo(sds info);
 sds aforkSystemAdvice(sds report, int *advices);
 int aforkSystemCheck(sds *msg);

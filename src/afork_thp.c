@@ -9,17 +9,28 @@
  * in huge pages and makes them whole again after each child:
  *
  *   fork-thp                 jemalloc backs the keyspace with huge pages
- *                            (afork_thp_heap.c)
+ *                            (afork_thp_heap.c); auto decides at startup
+ *                            from what the machine reports
  *   fork-thp-collapse-rate   a thread re-collapses the split ranges after
  *                            each child, at most this many MB per second
  *                            (afork_thp_collapse.c)
- *   fork-thp-collapse-warm   a warm-up before each collapse, which also
- *                            probes a VM's host (afork_thp_host.c)
- *   fork-thp-vma-size        the heap cut into VMAs of this size, so that a
- *                            collapse blocks only the faults in its own
+ *
+ * and, chosen here from what the machine reports unless a deprecated
+ * option of the same name sets them (INFO fork says which, *_auto):
+ *
+ *   warm-up                  a warm-up before each collapse, which also
+ *   (fork-thp-collapse-warm) probes a VM's host (afork_thp_host.c): only
+ *                            where the VM reports free pages to its host,
+ *                            the one place it shortens anything
+ *   VMA cut                  the heap cut into VMAs of 64 MiB, so that a
+ *   (fork-thp-vma-size)      collapse blocks only the faults in its own
  *                            piece (afork_thp_heap.c)
- *   fork-thp-quiet-save      no huge page is made while a child lives
- *                            (afork_thp_collapse.c)
+ *   quiet save               no huge page is made while a child lives
+ *   (fork-thp-quiet-save)    (afork_thp_collapse.c)
+ *
+ * The last two hold on every machine fork-thp runs on, so they are always
+ * on unless set. The deprecated options log one line the first time they
+ * are set (at startup or by CONFIG SET).
  *
  * This file holds the settings, the entry points afork.c calls and the
  * INFO fields; it reaches the other three through afork_thp_int.h. afork.c
@@ -36,22 +47,37 @@
 #include "afork_thp_int.h"
 
 /* Config (afork_config.h rows). */
-int afork_fork_thp = 0;
+int afork_fork_thp = AFORK_THP_DEFAULT;
 int afork_thp_collapse_rate_mb = 256;
-int afork_thp_quiet_save = 1;
-int afork_thp_collapse_warm = 1;
-long long afork_thp_vma_size = AFORK_THP_VMA_SIZE_DEFAULT;
+int afork_thp_quiet_save = AFORK_THP_TUNE_AUTO;
+int afork_thp_collapse_warm = AFORK_THP_TUNE_AUTO;
+char *afork_thp_vma_size = NULL;     /* "auto" or a memory value */
+
+/* The deprecated options, for their one log line each. */
+static const char *deprecated_names[] = {
+    "fork-thp-vma-size", "fork-thp-quiet-save", "fork-thp-collapse-warm", NULL
+};
 
 /* Main thread only. */
 static struct {
+    int asked;                /* fork-thp yes, or auto and it chose on */
     int heap;                 /* the keyspace is in huge pages (fork-thp in effect) */
-    char status[128];         /* fork_thp_heap: "on", "off" or why refused */
+    int vm_page_reporting;    /* the VM reports free pages to its host */
+    int deprecated_logged;    /* bit i: deprecated_names[i] was logged */
+    char status[256];         /* fork_thp_heap: "on", "off", "refused: <why>";
+                                 with auto, "on: auto: <why>", "off: auto: <why>" */
     long long quiet_saves;    /* forks that turned huge pages off */
 } thp;
 
-/* main(), after the config is read and before linuxMemoryWarnings(). */
-void aforkThpHeapSetup(void) {
-    thp.heap = thpHeapSetup(afork_fork_thp, thp.status, sizeof(thp.status));
+/* main(), after the config is read and before linuxMemoryWarnings(). root:
+ * fork-probe-root ("" for the real /proc and /sys). With fork-thp auto the
+ * decision is thpHeapAuto()'s, made again after a re-exec. */
+void aforkThpHeapSetup(const char *root) {
+    char why[192];
+    int autom = afork_fork_thp == AFORK_THP_AUTO && !server.sentinel_mode;
+    thp.asked = afork_fork_thp == AFORK_THP_YES;
+    if (autom) thp.asked = thpHeapAuto(root, thpCollapseScanWorks(), why, sizeof(why));
+    thp.heap = thpHeapSetup(thp.asked, autom ? why : NULL, root, thp.status, sizeof(thp.status));
 }
 
 /* linuxMemoryWarnings(): skip upstream's THP disabling and warning. */
@@ -59,10 +85,53 @@ int aforkThpHeapWanted(void) {
     return thp.heap;
 }
 
-/* Startup: the thread's configs, and the thread when it has work to do. */
-void aforkThpInit(void) {
+/* A deprecated option was set (name: its name): one log line the first
+ * time. */
+void aforkThpDeprecatedSet(const char *name) {
+    for (int i = 0; deprecated_names[i]; i++) {
+        if (strcmp(name, deprecated_names[i]) != 0 || (thp.deprecated_logged & (1 << i))) continue;
+        thp.deprecated_logged |= 1 << i;
+        serverLog(LL_WARNING, "%s is deprecated and will be removed in the next release: it is "
+                              "honoured, but without it redis-afork chooses the value from the "
+                              "machine (INFO fork shows it)", name);
+    }
+}
+
+/* Startup: the deprecated options set in the config, the thread's configs,
+ * and the thread when it has work to do. vm_page_reporting: the VM reports
+ * free pages to its host (INFO vm_free_page_reporting). */
+void aforkThpInit(int vm_page_reporting) {
+    thp.vm_page_reporting = vm_page_reporting;
+    if (strcasecmp(afork_thp_vma_size, "auto") != 0) aforkThpDeprecatedSet("fork-thp-vma-size");
+    if (afork_thp_quiet_save != AFORK_THP_TUNE_AUTO) aforkThpDeprecatedSet("fork-thp-quiet-save");
+    if (afork_thp_collapse_warm != AFORK_THP_TUNE_AUTO)
+        aforkThpDeprecatedSet("fork-thp-collapse-warm");
     aforkThpConfigChanged();
     thpCollapseStart(thp.heap);
+}
+
+/* What the tuning options choose: the value set, or when not set (auto)
+ * the machine's. The quiet save and the 64 MiB cut help wherever fork-thp
+ * runs; the warm-up only shortens collapses where the host takes the
+ * guest's free pages back, and elsewhere costs a 2 MiB zeroing a range. */
+static int quietSaveOn(void) {
+    return afork_thp_quiet_save == AFORK_THP_TUNE_AUTO ? 1 : afork_thp_quiet_save;
+}
+
+static int collapseWarmOn(void) {
+    return afork_thp_collapse_warm == AFORK_THP_TUNE_AUTO ? thp.vm_page_reporting
+                                                          : afork_thp_collapse_warm;
+}
+
+static int vmaSizeAuto(void) {
+    return !afork_thp_vma_size || !strcasecmp(afork_thp_vma_size, "auto");
+}
+
+static long long vmaSize(void) {
+    int err;
+    if (vmaSizeAuto()) return AFORK_THP_VMA_SIZE_DEFAULT;
+    long long size = (long long)memtoull(afork_thp_vma_size, &err);
+    return err ? AFORK_THP_VMA_SIZE_DEFAULT : size;
 }
 
 /* Exit: stop the collapse thread and wait for it. */
@@ -73,14 +142,22 @@ void aforkThpStop(void) {
 /* CONFIG SET fork-thp-collapse-rate, fork-thp-vma-size,
  * fork-thp-collapse-warm: hand the new values to the thread. */
 void aforkThpConfigChanged(void) {
-    thpCollapseConfigure(afork_thp_collapse_rate_mb, afork_thp_vma_size, afork_thp_collapse_warm);
+    thpCollapseConfigure(afork_thp_collapse_rate_mb, vmaSize(), collapseWarmOn());
 }
 
-/* fork-thp-vma-size: 0, or whole huge pages and at least two of them. */
-int aforkThpVmaSizeValid(long long size, const char **err) {
-    if (size == 0 || (size % (long long)THP_HUGE_SIZE == 0 && size >= 2 * (long long)THP_HUGE_SIZE))
+/* fork-thp-vma-size: auto, 0, or whole huge pages and at least two of
+ * them (a memory value: 64mb, 1gb, 67108864). */
+int aforkThpVmaSizeValid(char *val, const char **err) {
+    int memerr;
+    if (!strcasecmp(val, "auto")) return 1;
+    unsigned long long size = memtoull(val, &memerr);
+    if (memerr || !*val) {
+        *err = "argument must be auto or a memory value";
+        return 0;
+    }
+    if (size == 0 || (size % THP_HUGE_SIZE == 0 && size >= 2 * THP_HUGE_SIZE && size <= LLONG_MAX))
         return 1;
-    *err = "must be 0 (off) or a multiple of 2mb, at least 4mb";
+    *err = "must be auto, 0 (off) or a multiple of 2mb, at least 4mb";
     return 0;
 }
 
@@ -88,7 +165,7 @@ int aforkThpVmaSizeValid(long long size, const char **err) {
  * fork-thp-quiet-save no huge page is made until the child is gone. */
 void aforkThpForkStarting(void) {
     thpCollapseForbid();
-    if (thp.heap && afork_thp_quiet_save && thpQuietSavePause()) thp.quiet_saves++;
+    if (thp.heap && quietSaveOn() && thpQuietSavePause()) thp.quiet_saves++;
 }
 
 /* fork() failed: there is no child to wait for. */
@@ -143,9 +220,11 @@ sds aforkThpInfo(sds info) {
     thpCollapseStatus(state, sizeof(state), &paused, &running);
     return sdscatprintf(info,
         "fork_thp:%d\r\n"
+        "fork_thp_auto:%d\r\n"
         "fork_thp_heap:%s\r\n"
         "fork_thp_collapse_rate_mb_per_sec:%d\r\n"
         "fork_thp_quiet_save:%d\r\n"
+        "fork_thp_quiet_save_auto:%d\r\n"
         "fork_thp_quiet_saves:%lld\r\n"
         "current_fork_thp_paused:%d\r\n"
         "fork_thp_collapse_status:%s\r\n"
@@ -156,15 +235,18 @@ sds aforkThpInfo(sds info) {
         "fork_thp_collapse_usec:%lld\r\n"
         "latest_fork_thp_collapse_max_usec:%lld\r\n"
         "fork_thp_collapse_warm:%d\r\n"
+        "fork_thp_collapse_warm_auto:%d\r\n"
         "fork_thp_collapse_warm_usec:%lld\r\n"
         "fork_thp_collapse_host_waits:%lld\r\n"
         "fork_thp_vma_size:%lld\r\n"
+        "fork_thp_vma_size_auto:%d\r\n"
         "fork_thp_vma_cuts:%lld\r\n"
         "latest_fork_thp_collapse_huge_before_bytes:%lld\r\n"
         "latest_fork_thp_collapse_huge_after_bytes:%lld\r\n",
-        afork_fork_thp, thp.status, afork_thp_collapse_rate_mb, afork_thp_quiet_save,
+        thp.asked, afork_fork_thp == AFORK_THP_AUTO, thp.status, afork_thp_collapse_rate_mb,
+        quietSaveOn(), afork_thp_quiet_save == AFORK_THP_TUNE_AUTO,
         thp.quiet_saves, paused, afork_thp_collapse_rate_mb <= 0 && running ? "off" : state,
         passes, ranges, failures, pauses, usec, max_usec,
-        afork_thp_collapse_warm && thpHostWarmReady(),
-        warm_usec, host_waits, afork_thp_vma_size, cuts, before, after);
+        collapseWarmOn() && thpHostWarmReady(), afork_thp_collapse_warm == AFORK_THP_TUNE_AUTO,
+        warm_usec, host_waits, vmaSize(), vmaSizeAuto(), cuts, before, after);
 }

@@ -282,6 +282,15 @@ static int pagemapScanWorks(int pm) {
     return scanRange(pm, (uint64_t)(uintptr_t)probe & ~(THP_HUGE_SIZE - 1), &resident, &huge) == 0;
 }
 
+/* fork-thp auto, before the heap is set up: does PAGEMAP_SCAN work here? */
+int thpCollapseScanWorks(void) {
+    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (pm == -1) return 0;
+    int works = pagemapScanWorks(pm);
+    close(pm);
+    return works;
+}
+
 /* Startup: start the thread when it has work to do (heap: the keyspace is
  * in huge pages) and the kernel what it needs. */
 void thpCollapseStart(int heap) {

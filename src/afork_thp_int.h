@@ -8,7 +8,8 @@
  * fork-thp themselves.
  *
  *   afork_thp.c            the settings, the entry points, INFO
- *   afork_thp_heap.c       the heap in huge pages (re-exec), cut into VMAs
+ *   afork_thp_heap.c       the heap in huge pages (re-exec, fork-thp auto's
+ *                          decision), cut into VMAs
  *   afork_thp_collapse.c   the re-collapse thread, and the quiet save that
  *                          it ends
  *   afork_thp_host.c       a VM's host: the warm-up that probes it, the
@@ -49,7 +50,8 @@ typedef struct {
 } thpCounters;
 
 /* afork_thp_heap.c */
-int thpHeapSetup(int wanted, char *status, size_t size);
+int thpHeapAuto(const char *root, int pagemap_scan, char *why, size_t size);
+int thpHeapSetup(int wanted, const char *auto_why, const char *root, char *status, size_t size);
 int thpHeapMapping(const char *maps_line, uint64_t *start, uint64_t *end);
 int thpHeapCut(uint64_t start, uint64_t end, uint64_t size, int all, thpGateFn *gate,
                thpCounters *c);
@@ -62,6 +64,7 @@ int thpHostIsWarmMapping(uint64_t start, uint64_t end);
 int thpHostWaitQuick(int warm, int *pass_waits, thpGateFn *gate, thpCounters *c);
 
 /* afork_thp_collapse.c */
+int thpCollapseScanWorks(void);
 void thpCollapseStart(int heap);
 void thpCollapseConfigure(int rate_mb, long long vma_size, int warm);
 void thpCollapseLoopSample(long long usec, int allowed);

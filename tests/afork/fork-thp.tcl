@@ -99,13 +99,60 @@ proc thp_unavailable {} {
     return ""
 }
 
+# Write a fake /proc + /sys tree under dir (fork-probe-root): a list of
+# path content pairs.
+proc thp_fake_tree {dir files} {
+    file delete -force $dir
+    foreach {path content} $files {
+        file mkdir [file dirname $dir/$path]
+        set fd [open $dir/$path w]
+        puts -nonewline $fd $content
+        close $fd
+    }
+    return $dir
+}
+
+# A fake machine for fork-thp auto: kernel release, THP mode, MemTotal (kB),
+# then more path content pairs.
+proc thp_fake_machine {name release mode memtotal_kb {more {}}} {
+    set dir [file normalize [tmpdir fake-$name]]
+    set modes [string trim [string map [list " $mode " " \[$mode\] "] " always madvise never "]]
+    thp_fake_tree $dir [concat [list \
+        proc/sys/kernel/osrelease "$release\n" \
+        sys/kernel/mm/transparent_hugepage/enabled "$modes\n" \
+        proc/meminfo "MemTotal:       $memtotal_kb kB\nMemFree:        1000 kB\n" \
+        proc/self/cgroup "0::/\n"] $more]
+}
+
+# The log lines of server 0 that match pattern.
+proc thp_log_lines {pattern} {
+    afork_log_lines [srv 0 stdout] $pattern
+}
+
+# The deprecation lines server 0 logged for option name ("*": any).
+proc thp_deprecation_lines {name} {
+    thp_log_lines "*$name is deprecated and will be removed in the next release*"
+}
+
+# The deprecated tuning options: name, a value to set, the INFO field that
+# shows what is in effect, its value when not set, its value once set
+# (without fork-thp, which the warm-up needs to be in effect), each with
+# its <field>_auto.
+set ::thp_deprecated {
+    fork-thp-quiet-save no fork_thp_quiet_save 1 0
+    fork-thp-vma-size 16mb fork_thp_vma_size 67108864 16777216
+    fork-thp-collapse-warm yes fork_thp_collapse_warm 0 0
+}
+
 start_server {tags {"afork external:skip"}} {
     test {fork-thp is off by default and cannot change at runtime} {
         assert_equal [lindex [r config get fork-thp] 1] no
         assert_equal [thp_info fork_thp] 0
+        assert_equal [thp_info fork_thp_auto] 0
         assert_equal [thp_info fork_thp_heap] off
         assert_equal [thp_info fork_thp_collapse_status] off
         assert_error {*fork-thp*immutable*} {r config set fork-thp yes}
+        assert_error {*fork-thp*immutable*} {r config set fork-thp auto}
     }
 
     test {fork-thp-collapse-rate is validated and modifiable} {
@@ -121,44 +168,74 @@ start_server {tags {"afork external:skip"}} {
         r config set fork-thp-collapse-rate 256
     }
 
-    test {fork-thp-vma-size is 64mb by default, validated and modifiable} {
-        assert_equal [lindex [r config get fork-thp-vma-size] 1] [expr {64 << 20}]
+    test {Users see fork-thp and fork-thp-collapse-rate; the deprecated options are hidden} {
+        assert_equal [lsort [dict keys [r config get fork-thp*]]] {fork-thp fork-thp-collapse-rate}
+        foreach {name value field auto set} $::thp_deprecated {
+            assert_equal [r config get $name] [list $name auto]
+        }
+    }
+
+    test {Not set, the deprecated options' values are chosen from the machine (INFO *_auto)} {
+        assert_equal [thp_info fork_thp_quiet_save] 1
+        assert_equal [thp_info fork_thp_quiet_save_auto] 1
+        assert_equal [thp_info fork_thp_vma_size] [expr {64 << 20}]
+        assert_equal [thp_info fork_thp_vma_size_auto] 1
+        assert_equal [thp_info fork_thp_collapse_warm_auto] 1
+        # Without fork-thp there is no collapse thread, so nothing to warm.
+        assert_equal [thp_info fork_thp_collapse_warm] 0
+        assert_equal [thp_info fork_thp_collapse_warm_usec] 0
+        assert_equal [thp_info fork_thp_collapse_host_waits] 0
+        assert_equal [thp_deprecation_lines *] {}
+    }
+
+    test {Each deprecated option set by CONFIG SET is honoured and logs one line naming it} {
+        foreach {name value field auto set} $::thp_deprecated {
+            r config set $name $value
+            assert_equal [lindex [r config get $name] 1] $value
+            assert_equal [thp_info $field] $set
+            assert_equal [thp_info ${field}_auto] 0
+            # Set again, and back and forth: still the one line.
+            r config set $name auto
+            assert_equal [thp_info ${field}_auto] 1
+            assert_equal [thp_info $field] $auto
+            r config set $name $value
+            set lines [thp_deprecation_lines $name]
+            assert_equal [llength $lines] 1
+            r config set $name auto
+        }
+        # The other deprecated names did not log each other's line.
+        assert_equal [llength [thp_deprecation_lines *]] 3
+    }
+
+    test {fork-thp-vma-size: auto, 0 or whole huge pages, at least 4mb} {
         foreach bad {3mb 2mb 1} {
-            assert_error {*fork-thp-vma-size*must be 0 (off) or a multiple of 2mb, at least 4mb*} \
+            assert_error {*fork-thp-vma-size*must be auto, 0 (off) or a multiple of 2mb, at least 4mb*} \
                 [list r config set fork-thp-vma-size $bad]
         }
-        foreach bad {big -1} {
-            assert_error {*fork-thp-vma-size*argument must be a memory value*} \
+        foreach bad {big -1 {}} {
+            assert_error {*fork-thp-vma-size*argument must be auto or a memory value*} \
                 [list r config set fork-thp-vma-size $bad]
         }
         r config set fork-thp-vma-size 0
         assert_equal [thp_info fork_thp_vma_size] 0
         r config set fork-thp-vma-size 1gb
         assert_equal [thp_info fork_thp_vma_size] [expr {1 << 30}]
-        r config set fork-thp-vma-size 64mb
+        r config set fork-thp-vma-size AUTO
+        assert_equal [thp_info fork_thp_vma_size] [expr {64 << 20}]
+        assert_equal [thp_info fork_thp_vma_size_auto] 1
     }
 
-    test {fork-thp-quiet-save is on by default, validated and modifiable} {
-        assert_equal [lindex [r config get fork-thp-quiet-save] 1] yes
-        assert_error {*fork-thp-quiet-save*argument must be 'yes' or 'no'*} \
-            {r config set fork-thp-quiet-save sometimes}
+    test {fork-thp-quiet-save and fork-thp-collapse-warm: auto, yes or no} {
+        foreach name {fork-thp-quiet-save fork-thp-collapse-warm} {
+            assert_error "*$name*argument(s) must be one of the following: auto, yes, no*" \
+                [list r config set $name sometimes]
+        }
         r config set fork-thp-quiet-save no
         assert_equal [thp_info fork_thp_quiet_save] 0
         r config set fork-thp-quiet-save yes
         assert_equal [thp_info fork_thp_quiet_save] 1
-    }
-
-    test {fork-thp-collapse-warm is on by default, validated and modifiable} {
-        assert_equal [lindex [r config get fork-thp-collapse-warm] 1] yes
-        assert_error {*fork-thp-collapse-warm*argument must be 'yes' or 'no'*} \
-            {r config set fork-thp-collapse-warm often}
-        r config set fork-thp-collapse-warm no
-        assert_equal [lindex [r config get fork-thp-collapse-warm] 1] no
-        r config set fork-thp-collapse-warm yes
-        # Without fork-thp there is no collapse thread, so nothing to warm.
-        assert_equal [thp_info fork_thp_collapse_warm] 0
-        assert_equal [thp_info fork_thp_collapse_warm_usec] 0
-        assert_equal [thp_info fork_thp_collapse_host_waits] 0
+        assert_equal [thp_info fork_thp_quiet_save_auto] 0
+        r config set fork-thp-quiet-save auto
     }
 
     test {Without fork-thp, a save leaves the process's THP setting alone} {
@@ -175,14 +252,131 @@ start_server {tags {"afork external:skip"}} {
 
     test {A bad fork-thp value stops the server at startup, naming the option} {
         catch {exec src/redis-server --port 0 --fork-thp maybe 2>@1} out
-        assert_match {*fork-thp*argument must be 'yes' or 'no'*} $out
+        assert_match {*fork-thp*argument(s) must be one of the following: auto, yes, no*} $out
+        foreach {name bad} {fork-thp-quiet-save sometimes fork-thp-collapse-warm 1
+                            fork-thp-vma-size 3mb} {
+            catch {exec src/redis-server --port 0 --$name $bad 2>@1} out
+            assert_match "*$name*$bad*must be*" $out
+        }
     }
 }
 
+start_server {tags {"afork external:skip"} overrides {fork-thp-quiet-save no fork-thp-vma-size 16mb fork-thp-collapse-warm yes}} {
+    test {Deprecated options in the config file: honoured, one log line each} {
+        foreach {name value field auto set} $::thp_deprecated {
+            assert_equal [lindex [r config get $name] 1] $value
+            assert_equal [thp_info ${field}_auto] 0
+            assert_equal [thp_info $field] $set
+            assert_equal [llength [thp_deprecation_lines $name]] 1
+            # Set again at run time: no second line.
+            r config set $name auto
+            r config set $name $value
+            assert_equal [llength [thp_deprecation_lines $name]] 1
+        }
+    }
+}
+
+start_server {tags {"afork external:skip"} overrides {fork-thp yes fork-thp-quiet-save auto}} {
+    test {fork-thp yes and a deprecated option set to auto: yes still accepted, no deprecation line} {
+        assert_equal [lindex [r config get fork-thp] 1] yes
+        assert_equal [thp_info fork_thp_auto] 0
+        assert_equal [thp_info fork_thp_quiet_save_auto] 1
+        assert_equal [thp_deprecation_lines *] {}
+    }
+}
+
+# fork-thp auto's refusals, each forced through a fake machine
+# (fork-probe-root) or a setting; no re-exec happens when it says off.
+foreach {name release mode memtotal more args reason} [list \
+    maxmemory 6.18.4 madvise 25165824 {} {maxmemory 100mb} \
+        {off: auto: maxmemory is 100 MiB, under 1024 MiB: fork() copies few page tables anyway} \
+    old-kernel 5.4.0 madvise 25165824 {} {} \
+        {off: auto: kernel 5.4 copies 2 MiB on a copy-on-write fault of a huge page*} \
+    never 6.18.4 never 25165824 {} {} \
+        {off: auto: transparent huge pages are 'never' on this system} \
+    no-collapse 6.0.9 madvise 25165824 {} {} \
+        {off: auto: kernel 6.0 has no MADV_COLLAPSE (6.1+)*} \
+    no-scan 6.1.0 always 25165824 {} {} \
+        {off: auto: kernel 6.1 has no PAGEMAP_SCAN (6.7+)*} \
+    small-machine 6.18.4 madvise 786432 {} {} \
+        {off: auto: MemTotal is 768 MiB, under 1024 MiB*} \
+    cgroup-v2 6.18.4 madvise 25165824 \
+        {proc/self/cgroup "0::/app/redis\n" sys/fs/cgroup/app/memory.max "536870912\n"
+         sys/fs/cgroup/app/redis/memory.max "max\n"} {} \
+        {off: auto: the cgroup memory limit is 512 MiB, under 1024 MiB*} \
+    cgroup-v1 6.18.4 madvise 25165824 \
+        {proc/self/cgroup "5:cpu,memory:/app\n0::/\n"
+         sys/fs/cgroup/memory/app/memory.limit_in_bytes "268435456\n"} {} \
+        {off: auto: the cgroup memory limit is 256 MiB, under 1024 MiB*} \
+] {
+    set root [thp_fake_machine $name $release $mode $memtotal [subst $more]]
+    start_server [list tags {"afork external:skip"} overrides [concat [list fork-thp auto fork-probe-root $root] $args]] {
+        test "fork-thp auto says off, and why: $name" {
+            assert_equal [lindex [r config get fork-thp] 1] auto
+            assert_equal [thp_info fork_thp_auto] 1
+            assert_equal [thp_info fork_thp] 0
+            assert_match $reason [thp_info fork_thp_heap]
+            assert_equal [thp_info fork_thp_collapse_status] off
+            set lines [thp_log_lines "*fork-thp auto: off: [string range $reason 11 end]*"]
+            assert_equal [llength $lines] 1
+            assert_equal [thp_log_lines {*restarting once*}] {}
+        }
+    }
+}
+
+# The kernel's release, "6.18" -> {6 18}.
+proc thp_kernel_release {} {
+    set fd [open /proc/sys/kernel/osrelease]
+    set rel [read $fd]
+    close $fd
+    regexp {^(\d+)\.(\d+)} $rel -> major minor
+    return [list $major $minor]
+}
+
 set why [thp_unavailable]
+lassign [thp_kernel_release] kmajor kminor
+if {$why eq "" && ($kmajor < 6 || ($kmajor == 6 && $kminor < 7))} {
+    set why "kernel $kmajor.$kminor has no PAGEMAP_SCAN (6.7+): fork-thp auto stays off"
+}
 if {$why ne ""} {
     afork_skip "fork-thp with transparent huge pages: $why"
 } else {
+start_server {tags {"afork external:skip"} overrides {fork-thp auto}} {
+    test {fork-thp auto on this machine: on, and why (kernel, THP mode, memory)} {
+        assert_equal [thp_info fork_thp] 1
+        assert_equal [thp_info fork_thp_auto] 1
+        assert_match "on: auto: kernel $kmajor.$kminor with MADV_COLLAPSE and PAGEMAP_SCAN, THP *, * MiB of memory (*)" \
+            [thp_info fork_thp_heap]
+        assert_equal [thp_info jemalloc_opt_thp] always
+        assert_equal [thp_info fork_thp_collapse_status] ready
+        assert_equal [llength [thp_log_lines {*fork-thp auto: the keyspace is in transparent huge pages*kernel*}]] 1
+        # Decided once, before the re-exec and again after it: one process.
+        assert_equal [s process_id] [srv 0 pid]
+    }
+}
+
+# The warm-up follows the VM's free page reporting when not set: a fake
+# machine with and without a reporting virtio balloon.
+set balloon {sys/bus/virtio/devices/virtio0/device "0x0005\n"
+             sys/bus/virtio/devices/virtio0/features "0000010000000000000000000000000000000000\n"}
+foreach {name more warm} [list no-balloon {} 0 reporting-balloon [subst $balloon] 1] {
+    set root [thp_fake_machine $name 6.18.4 madvise 2097152 $more]
+    start_server [list tags {"afork external:skip"} overrides [list fork-thp auto fork-probe-root $root]] {
+        test "fork-thp auto on a fake machine, $name: on, warm-up $warm" {
+            assert_equal [thp_info fork_thp_heap] \
+                "on: auto: kernel 6.18 with MADV_COLLAPSE and PAGEMAP_SCAN, THP madvise, 2048 MiB of memory (MemTotal)"
+            assert_equal [thp_info vm_free_page_reporting] $warm
+            assert_equal [thp_info fork_thp_collapse_warm] $warm
+            assert_equal [thp_info fork_thp_collapse_warm_auto] 1
+            # Set, the deprecated option wins over the machine.
+            r config set fork-thp-collapse-warm [expr {$warm ? "no" : "yes"}]
+            assert_equal [thp_info fork_thp_collapse_warm] [expr {!$warm}]
+            assert_equal [thp_info fork_thp_collapse_warm_auto] 0
+            assert_equal [llength [thp_deprecation_lines fork-thp-collapse-warm]] 1
+        }
+    }
+}
+
 start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-command yes}} {
     set pid [srv 0 pid]
 
@@ -237,12 +431,20 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
                         [thp_info latest_fork_thp_collapse_huge_before_bytes]
         assert_morethan [thp_info fork_thp_collapse_usec] 0
         assert_equal [thp_info fork_thp_collapse_failures] 0
-        # The longest collapse is one of them; each was warmed first.
+        # The longest collapse is one of them.
         assert_morethan [thp_info latest_fork_thp_collapse_max_usec] 0
         assert_lessthan [thp_info latest_fork_thp_collapse_max_usec] \
                         [expr {[thp_info fork_thp_collapse_usec] + 1}]
-        assert_equal [thp_info fork_thp_collapse_warm] 1
-        assert_morethan [thp_info fork_thp_collapse_warm_usec] 0
+        # Each was warmed first where the VM reports free pages to its host
+        # (fork-thp-collapse-warm not set: chosen from the machine).
+        set ::thp_reporting [thp_info vm_free_page_reporting]
+        assert_equal [thp_info fork_thp_collapse_warm_auto] 1
+        assert_equal [thp_info fork_thp_collapse_warm] $::thp_reporting
+        if {$::thp_reporting} {
+            assert_morethan [thp_info fork_thp_collapse_warm_usec] 0
+        } else {
+            assert_equal [thp_info fork_thp_collapse_warm_usec] 0
+        }
         # Waits for a slow host happen only when the host reclaims memory.
         assert_morethan [thp_info fork_thp_collapse_host_waits] -1
     }
@@ -283,6 +485,8 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         assert_equal [thp_info fork_thp_collapse_warm_usec] $warm
         r config set fork-thp-collapse-warm yes
         assert_equal [thp_info fork_thp_collapse_warm] 1
+        r config set fork-thp-collapse-warm auto
+        assert_equal [thp_info fork_thp_collapse_warm] $::thp_reporting
     }
 
     test {The collapse pass cut the keyspace into VMAs of fork-thp-vma-size} {
@@ -304,7 +508,7 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         assert_equal [thp_info fork_thp_vma_cuts] $cuts
         # ... and the pieces merged again.
         assert_morethan [llength [thp_uncut_mappings $pid $size $size]] 0
-        r config set fork-thp-vma-size 64mb
+        r config set fork-thp-vma-size auto
         r eval {for i = 0, 199999 do redis.call('del', 'more:' .. i) end} 0
         r config set rdb-key-save-delay 200
     }
@@ -351,7 +555,7 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         assert_equal [thp_process_enabled $pid] 1
         assert_equal [thp_info current_fork_thp_paused] 0
         save_stop $pid
-        r config set fork-thp-quiet-save yes
+        r config set fork-thp-quiet-save auto
         r config set rdb-key-save-delay 0
     }
 
