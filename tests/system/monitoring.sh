@@ -11,14 +11,15 @@
 #  - metrics.txt holds exactly the INFO fork fields of the build under
 #    test (a renamed field fails here until make test-exporter ran), and
 #    docs/reference.md documents each of them (the Async-fork counters'
-#    fields too) and each fork-* option; metrics-async-fork.txt
+#    fields too) and each fork-* option, the hidden ones of
+#    src/afork_config.h (deprecated, for tests) too; metrics-async-fork.txt
 #    exactly the fields only an Async-fork kernel's counters add (INFO
 #    fork with those counters in a fake /proc), which the dashboard may
 #    name too;
 #  - each check fails on a copy broken on purpose: a rule threshold, a
 #    metric name in the dashboard and in a rule, a query's syntax, a panel
-#    overlapping another, an INFO field renamed, a field or an option
-#    undocumented.
+#    overlapping another, an INFO field renamed, a field, an option or a
+#    hidden option undocumented.
 # Needs promtool (Debian's prometheus package; utils/install-deps.sh).
 . "$(dirname "$0")/lib.sh"
 
@@ -78,7 +79,8 @@ expect_ok "metrics-async-fork.txt holds the INFO fork fields of contrib/async-fo
     --info-fork-kernel "$work/info-fork-async.txt"
 expect_ok "docs/reference.md documents every INFO fork field and fork-* option" \
     python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" \
-    --info-fork-kernel "$work/info-fork-async.txt" --reference "$ref" --config "$work/info-fork.txt.config"
+    --info-fork-kernel "$work/info-fork-async.txt" --reference "$ref" --config "$work/info-fork.txt.config" \
+    --config-rows "$top/src/afork_config.h"
 
 # The same checks on copies broken on purpose must fail.
 mkdir -p "$work/broken/tests"
@@ -132,4 +134,9 @@ expect_fail "the reference check fails on an undocumented Async-fork counter fie
 expect_fail "the reference check fails on an undocumented option" 'does not document.*fork-new-option' \
     python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" --reference "$ref" \
     --config "$work/broken/config.txt"
+grep -v '^| `fork-thp-quiet-save` |' "$ref" >"$work/broken/reference2.md"
+expect_fail "the reference check fails on an undocumented deprecated (hidden) option" \
+    'does not document.*fork-thp-quiet-save' \
+    python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" --reference "$work/broken/reference2.md" \
+    --config-rows "$top/src/afork_config.h"
 exit $status

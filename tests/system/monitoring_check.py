@@ -3,7 +3,8 @@
 
     monitoring_check.py --names metrics.txt [--names more.txt] [--dashboard D.json]
                         [--rules R.yml] [--info-fork INFO.txt [--info-fork-kernel I.txt]
-                                         [--reference docs/reference.md [--config CONFIG.txt]]]
+                                         [--reference docs/reference.md [--config CONFIG.txt]
+                                          [--config-rows src/afork_config.h]]]
                         [--kernel-names K.txt --info-fork INFO.txt --info-fork-kernel I.txt]
                         [--promql-out RULES.yml]
 
@@ -22,7 +23,10 @@ test; the script keys of --names must be its fields, and all of them
 with --reference, each field (of --info-fork-kernel too, when given) must
 be in the reference's INFO table ("| field | unit | meaning |"), and with
 --config (the reply of CONFIG GET fork-*, one word a line) each option in
-its options table ("| option | values | default | ..."). --names again
+its options table ("| option | values | default | ..."); with --config-rows
+(the config table's source) each hidden option there, which CONFIG GET
+fork-* does not list (the deprecated and the test options), must be a row
+of one of the reference's tables. --names again
 (e.g. contrib/monitoring/metrics-async-fork.txt): more series the
 dashboard and rules may name. --kernel-names FILE --info-fork PLAIN
 --info-fork-kernel WITH: FILE's keys are exactly the fields that INFO fork
@@ -273,6 +277,22 @@ def check_reference(path, info_paths, config_path=None):
         ok("%s's options table documents the %d fork-* options" % (path, len(options)))
 
 
+def check_config_rows(path, rows_path):
+    """Every HIDDEN_CONFIG row of rows_path (afork_config.h) names an option
+    that is a row ("| `option` |") of one of the reference's tables."""
+    text = open(path).read()
+    rows = re.findall(r'create\w+Config\("(fork-[a-z0-9-]+)",[^,]*,([^,]*)', open(rows_path).read())
+    hidden = [name for name, flags in rows if "HIDDEN_CONFIG" in flags]
+    documented = set(re.findall(r"^\| `([a-z0-9-]+)` \|", text, re.M))
+    missing = [o for o in hidden if o not in documented]
+    if not rows:
+        err("the reference's hidden options", "no config rows in %s" % rows_path)
+    elif missing:
+        err("the reference's hidden options", "%s does not document %s" % (path, missing))
+    else:
+        ok("%s documents the %d hidden fork-* options (deprecated and for tests)" % (path, len(hidden)))
+
+
 def info_fields(path):
     """The field names of an INFO text."""
     return {l.split(":", 1)[0].strip() for l in open(path).read().split("\n")
@@ -316,6 +336,7 @@ def main():
     p.add_argument("--promql-out")
     p.add_argument("--reference", help="docs/reference.md")
     p.add_argument("--config", help="with --reference: CONFIG GET fork-* reply")
+    p.add_argument("--config-rows", help="with --reference: src/afork_config.h")
     a = p.parse_args()
     names = {}
     for path in a.names:
@@ -333,6 +354,8 @@ def main():
     if a.reference and a.info_fork:
         check_reference(a.reference, [a.info_fork] + ([a.info_fork_kernel] if a.info_fork_kernel else []),
                         a.config)
+    if a.reference and a.config_rows:
+        check_config_rows(a.reference, a.config_rows)
     return 1 if checklib.errors else 0
 
 
