@@ -19,7 +19,10 @@ repetition to the next (runplan). One run of one server:
   memory     peak RSS (VmHWM), fragmentation.
 
 --scenario steady replaces idle + load by a first BGSAVE, the control, and
---rounds rounds of load + BGSAVE (fork-thp's steady state).
+--rounds rounds of load + BGSAVE (fork-thp's steady state). --scenario
+aofrewrite, sync-disk and sync-diskless fork at the other sites under the
+same load: BGREWRITEAOF with appendonly yes, a replica's full sync
+(forkbench.sites).
 
 --peer NAME=BINARY[:ARGS] adds any RESP server as one more variant; a peer
 that fails to start or lacks a command the bench needs is reported and
@@ -40,25 +43,28 @@ import sys
 import time
 
 from . import machine, report, runplan
-from .variants import GIB, VARIANTS, SCENARIOS, MEMORY_FACTOR, PEER_MEMORY_FACTOR, largest_need
+from .variants import GIB, VARIANTS, SCENARIOS, largest_need, memory_factor
 from .progress import START, Progress, note, fmt_size
 from .scenarios import run_one
 from .peers import parse_peer, check_peers
 from .records import source_state, machine_record, write_json, RUNS_HEADER, append_run, append_figures
 
 
-def refuse_sizes_that_do_not_fit(sizes, variants):
+def refuse_sizes_that_do_not_fit(sizes, variants, scenario="fork"):
     free = machine.meminfo("MemAvailable")
     bad = False
     for s in sizes:
-        need, v = largest_need(s, variants)
+        need, v = largest_need(s, variants, scenario)
         if need > free:
             bad = True
-            factor = MEMORY_FACTOR.get(v, PEER_MEMORY_FACTOR)
+            what = ("during a save under writes" if not scenario.startswith("sync")
+                    else "during a full sync under writes, the replica and the writes "
+                         "buffered meanwhile included")
             print("bench: size %s GB does not fit: it needs %.1f GiB of free memory "
-                  "(%s, the largest variant: %gx the dataset during a save under writes, "
+                  "(%s, the largest variant: %gx the dataset %s, "
                   "plus 0.5 GiB), and %.1f GiB is available"
-                  % (fmt_size(s), need / GIB, v, factor, free / GIB), file=sys.stderr)
+                  % (fmt_size(s), need / GIB, v, memory_factor(v, scenario), what,
+                     free / GIB), file=sys.stderr)
     if bad:
         sys.exit(2)
 
@@ -73,7 +79,9 @@ def parse_args():
     p.add_argument("--seed", type=int, default=None, help="for --order random")
     p.add_argument("--scenario", default="fork", choices=sorted(SCENARIOS),
                    help="fork: idle forks and one save under load; steady: rounds of "
-                        "load + save (steady state, fork-thp)")
+                        "load + save (steady state, fork-thp); aofrewrite: BGREWRITEAOF "
+                        "under load; sync-disk, sync-diskless: a replica's full sync "
+                        "under load")
     p.add_argument("--variants", default=None, help="default: per scenario")
     p.add_argument("--peer", action="append", default=[], metavar="NAME=BINARY[:ARGS]",
                    help="one more variant: any RESP server (repeatable)")
@@ -149,7 +157,7 @@ def prepare_machine(args):
         note("warning: " + w)
     pretouched = None
     if not args.no_pretouch:
-        need = max(largest_need(s, args.variants)[0] for s in args.sizes)
+        need = max(largest_need(s, args.variants, args.scenario)[0] for s in args.sizes)
         pretouched = machine.pretouch(need)
         note("pre-touched %.2f GiB of memory in %.2f s" % (pretouched["gib"],
                                                          pretouched["seconds"]))
@@ -202,7 +210,7 @@ def run_all(args, runs, progress, monitor):
 
 def main():
     args = parse_args()
-    refuse_sizes_that_do_not_fit(args.sizes, args.variants)
+    refuse_sizes_that_do_not_fit(args.sizes, args.variants, args.scenario)
     source = source_state(args)
     if source["dirty"] and args.require_clean:
         sys.exit("bench: uncommitted changes (%s); commit them or drop --require-clean"

@@ -1,9 +1,12 @@
 """The write load (redis-benchmark) with the PING probe beside it, with or without a save."""
 import gzip
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from .server import fork_fields, cow_mb, bgsave_and_wait, fork_started_at
@@ -103,23 +106,132 @@ def gap_summary(samples, since=None, until=None):
             "total_gap_ms": sum(gaps)}
 
 
+# redis-benchmark's live line, printed every 250 ms (ending in \r): the
+# rate over the last interval, then the run's overall rate.
+LIVE_RATE = re.compile(r"rps=([0-9.]+) \(overall: ([0-9.]+)\)")
+
+
+class Benchmark:
+    """redis-benchmark running, its output read as it comes so that each
+    live line gets the time it arrived (window_rps: the throughput during
+    part of the run)."""
+
+    def __init__(self, cmd):
+        self.t_start = time.time()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.chunks = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        fd = self.proc.stdout.fileno()
+        while True:
+            data = os.read(fd, 65536)
+            if not data:
+                self.t_end = time.time()
+                return
+            self.chunks.append((time.time(), data.decode(errors="replace")))
+
+    def wait(self):
+        """The whole output, once the run is over."""
+        self.reader.join()
+        self.proc.wait()
+        return "".join(text for _, text in self.chunks)
+
+    def live(self, requests):
+        """[(time, rate, overall)]: the start, every live line, and the
+        end (close_live), once the run is over."""
+        return close_live([(self.t_start, None, None)] + live_rates(self.chunks),
+                          self.t_end, requests)
+
+
+def live_rates(chunks):
+    """[(unix time, requests/s over the interval ending then, overall
+    requests/s since the start)] from the timed chunks of redis-benchmark's
+    output; a line cut across two chunks counts when its end arrives."""
+    out, pending = [], ""
+    for t, text in chunks:
+        pending += text
+        parts = re.split(r"[\r\n]", pending)
+        pending = parts.pop()
+        for line in parts:
+            m = LIVE_RATE.search(line)
+            if m:
+                out.append((t, float(m.group(1)), float(m.group(2))))
+    return out
+
+
+def close_live(live, t_end, requests):
+    """The live rates with the last stretch added, from the last line to
+    the load's end, at the rate that completes `requests` (the last line's
+    overall rate times its time since the start says how many were done):
+    a window near the end, or a run shorter than one line's interval, is
+    covered too."""
+    t_start, t_last = live[0][0], live[-1][0]
+    done = live[-1][2] * (t_last - t_start) if len(live) > 1 else 0.0
+    if t_end <= t_last:
+        return list(live)
+    return list(live) + [(t_end, max(0.0, requests - done) / (t_end - t_last), None)]
+
+
+def window_rps(live, since, until):
+    """Requests per second between `since` and `until`, from [(time,
+    rate, ...)] (Benchmark.live: the first entry only marks the start):
+    each rate covers the interval from the entry before it to its own time,
+    weighted by how much of that interval lies in the window; None when no
+    interval does (a window after the load)."""
+    done = covered = 0.0
+    for (t0, *_), (t1, rate, *_) in zip(live, live[1:]):
+        overlap = min(t1, until) - max(t0, since)
+        if overlap > 0:
+            done += rate * overlap
+            covered += overlap
+    return done / covered if covered > 0 else None
+
+
+def ping_percentile(samples, q, since=None, until=None):
+    """The q-th percentile (0-100) of the PING round trips in the window
+    (as gap_summary counts them), None without any."""
+    rtts = sorted(r for t, r in samples
+                  if (since is None or t + r / 1000.0 >= since)
+                  and (until is None or t <= until))
+    if not rtts:
+        return None
+    return rtts[min(len(rtts) - 1, max(0, int(math.ceil(q / 100.0 * len(rtts))) - 1))]
+
+
+class LoadRun:
+    """The PING probe and the write load on one server, started together;
+    what happens meanwhile (a save, a rewrite, a replica's sync) is the
+    caller's. finish() waits for the load and returns its figures and the
+    probe's samples."""
+
+    def __init__(self, srv, args, keys, requests, tag):
+        self.requests = requests
+        self.probe_csv = os.path.join(args.out, "probe_%s.csv.gz" % tag)
+        self.probe = start_probe(srv.port, self.probe_csv)
+        self.bench = Benchmark(benchmark_cmd(args.tools, srv.port, keys, args.value_size,
+                                             requests))
+
+    def finish(self):
+        """(redis-benchmark's figures, probe samples, when the load ended)."""
+        out = self.bench.wait()
+        self.live = self.bench.live(self.requests)
+        t_end = time.time()
+        time.sleep(0.3)
+        samples = stop_probe(self.probe, self.probe_csv)
+        return parse_benchmark(out), samples, t_end
+
+
 def load_run(srv, args, keys, requests, tag, with_save, seconds):
     """One redis-benchmark run of about `seconds`, a BGSAVE a third of the
     way in if asked."""
-    probe_csv = os.path.join(args.out, "probe_%s.csv.gz" % tag)
-    probe = start_probe(srv.port, probe_csv)
-    bench = subprocess.Popen(benchmark_cmd(args.tools, srv.port, keys, args.value_size,
-                                           requests),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = LoadRun(srv, args, keys, requests, tag)
     t_save = t_done = None
     if with_save:
         time.sleep(seconds / 3.0)
         t_save, t_done = bgsave_and_wait(srv, poll=0.05)
-    out = bench.communicate()[0]
-    t_end = time.time()
-    time.sleep(0.3)
-    samples = stop_probe(probe, probe_csv)
-    res = parse_benchmark(out)
+    res, samples, t_end = run.finish()
     if not with_save:
         res.update(gap_summary(samples))
         return res

@@ -8,6 +8,7 @@ from .resp import RedisError
 from .variants import VARIANTS
 from .progress import note
 from .server import start_server, populate, bgsave_and_wait, version
+from .sites import site_config
 
 
 def parse_peer(text):
@@ -30,7 +31,8 @@ def check_peer(name, args):
     if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
         return "%s is not an executable file" % binary
     try:
-        srv, work = start_server(name, args)
+        # with the scenario's settings (appendonly, replication), which it must take
+        srv, work = start_server(name, args, site_config(args.scenario))
     except (RuntimeError, OSError) as e:
         return "failed to start: %s" % e
     try:

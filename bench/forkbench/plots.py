@@ -6,6 +6,8 @@
                                  (from the server log; on the BGSAVE where the
                                  log does not say), from the probe files
                                  probe_<size>gb_<variant>_r<rep>_save.csv.gz
+                                 (the other fork sites: around the BGREWRITEAOF
+                                 or the REPLICAOF, from ..._rewrite / ..._sync)
   fork_time_vs_size.png          parent-blocked fork time vs dataset size:
                                  median, error bars min to max over repetitions
   client_latency_vs_size.png     client max and p99 during the save vs size,
@@ -98,14 +100,24 @@ def timeline_label(res, size, variant, pre, reps):
         report.fmt_num(worst[0]) if worst else "n/a")
 
 
+# The other fork sites (forkbench.sites): scenario -> (run and prefix of
+# its figures, what the timeline calls it).
+SITE_RUNS = {"aofrewrite": ("rewrite", "a BGREWRITEAOF"),
+             "sync-disk": ("sync", "a replica's full sync (disk-based)"),
+             "sync-diskless": ("sync", "a replica's full sync (diskless)")}
+
+
 def timeline(outdir, res, size, run="save"):
-    """run: "save" (fork scenario) or "roundN" (steady scenario)."""
+    """run: "save" (fork scenario), "roundN" (steady scenario), or a fork
+    site's prefix (rewrite, sync)."""
     fig, ax = plt.subplots(figsize=(10, 4.8))
     pre = "save" if run == "save" else run
+    site = SITE_RUNS.get(res.machine.get("scenario"))
+    length = pre + "_s" if site and run == site[0] else pre + "_save_s"
     end, series, aligned_all = 1.0, [], True
     for v in res.variants:
         files = probe_files(outdir, size, v, run)
-        saves = res.values.get((size, v, pre + "_save_s"), [0.0])
+        saves = res.values.get((size, v, length), [0.0])
         end = max(end, max(saves))
         for i, (rep, path, mark) in enumerate(files):
             pts, aligned = read_probe(path, mark)
@@ -121,7 +133,8 @@ def timeline(outdir, res, size, run="save"):
     ax.set_xlim(-1.0, end + 1.0)
     ax.set_xlabel("seconds since the fork began")
     ax.set_ylabel("PING round trip, worst per 10 ms (ms, log)")
-    what = "a BGSAVE" if run == "save" else "the BGSAVE of steady-state " + run
+    what = ("a BGSAVE" if run == "save" else site[1] if length == pre + "_s"
+            else "the BGSAVE of steady-state " + run)
     ax.set_title("PING latency around %s under SET load, %g GB, every repetition"
                  % (what, size))
     ax.grid(True, which="both", alpha=0.3)
@@ -153,13 +166,12 @@ def errorbar_series(ax, res, variant, metric, fmt, label, **kw):
             "x_max": max(x for x, _ in pts)}
 
 
-def fork_vs_size(outdir, res):
+def fork_vs_size(outdir, res, idle="idle_fork_ms_median", loaded="save_fork_ms"):
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     series = []
     for v in res.variants:
-        series.append(errorbar_series(ax, res, v, "idle_fork_ms_median", "o-",
-                                      "%s, idle" % v))
-        series.append(errorbar_series(ax, res, v, "save_fork_ms", "x--",
+        series.append(errorbar_series(ax, res, v, idle, "o-", "%s, idle" % v))
+        series.append(errorbar_series(ax, res, v, loaded, "x--",
                                       "%s, under SET load" % v))
     ax.set_xlabel("dataset (used_memory, GB)")
     ax.set_ylabel("parent blocked in fork() (ms)")
@@ -168,14 +180,14 @@ def fork_vs_size(outdir, res):
     return save(fig, outdir, "fork_time_vs_size.png", "errorbars", series)
 
 
-def client_vs_size(outdir, res):
+def client_vs_size(outdir, res, pre="save", during="the save"):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     series = []
-    for ax, what, ctl, title in ((axes[0], "save_max_ms", "nosave_max_ms", "client max"),
-                                 (axes[1], "save_p99_ms", "nosave_p99_ms", "client p99")):
+    for ax, what, ctl, title in ((axes[0], pre + "_max_ms", "nosave_max_ms", "client max"),
+                                 (axes[1], pre + "_p99_ms", "nosave_p99_ms", "client p99")):
         mine = []
         for v in res.variants:
-            mine.append(errorbar_series(ax, res, v, what, "o-", "%s, during the save" % v))
+            mine.append(errorbar_series(ax, res, v, what, "o-", "%s, during %s" % (v, during)))
             mine.append(errorbar_series(ax, res, v, ctl, "s:", "%s, no save" % v, alpha=0.5))
         ax.set_title("%s (median, bars: min to max)" % title)
         ax.set_xlabel("dataset (used_memory, GB)")
@@ -233,9 +245,16 @@ def draw(outdir):
     res = report.read(outdir)
     rounds = sorted({int(m[5:].split("_")[0]) for (_, _, m) in res.values
                      if m.startswith("round")})
+    site = SITE_RUNS.get(res.machine.get("scenario"))
     if rounds:
         made = [steady_rounds(outdir, res, s, rounds[-1]) for s in res.sizes]
         made += [timeline(outdir, res, s, "round%d" % rounds[-1]) for s in res.sizes]
+    elif site:
+        pre = site[0]
+        idle = "idle_rewrite_fork_ms" if pre == "rewrite" else "idle_fork_ms_median"
+        made = [timeline(outdir, res, s, pre) for s in res.sizes]
+        made += [fork_vs_size(outdir, res, idle, pre + "_fork_ms"),
+                 client_vs_size(outdir, res, pre, "the " + pre)]
     else:
         made = [timeline(outdir, res, s) for s in res.sizes]
         made += [fork_vs_size(outdir, res), client_vs_size(outdir, res)]

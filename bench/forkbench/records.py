@@ -8,6 +8,7 @@ import time
 from . import machine, report
 from .progress import fmt_size
 from .server import server_binary, version
+from .sites import REPLICA_CONFIG, site_config
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,6 +58,8 @@ def machine_record(args, source, before, pretouched):
         "peers": {n: dict(p, version=version(p["binary"])) for n, p in args.peers.items()
                   if n in args.variants},
         "scenario": args.scenario, "rounds": args.rounds,
+        "scenario_config": site_config(args.scenario),
+        "replica_config": REPLICA_CONFIG if args.scenario.startswith("sync") else [],
         "sizes": args.sizes, "repeat": args.repeat,
         "order": args.order, "seed": args.seed,
     })

@@ -32,6 +32,10 @@ LABELS = [
     ("idle_child_ready_ms_median", "idle fork, child ready (ms)"),
     ("idle_save_s", "idle save duration (s)"),
     ("idle_cow_mb", "idle COW (MB)"),
+    ("idle_rewrite_fork_ms", "idle BGREWRITEAOF: fork, parent blocked (ms)"),
+    ("idle_rewrite_s", "idle BGREWRITEAOF: rewrite time (s)"),
+    ("idle_rewrite_cow_mb", "idle BGREWRITEAOF: COW (MB)"),
+    ("first_collapse_wait_s", "re-collapse after the idle fork (s)"),
     ("nosave_rps", "no save: SET throughput (req/s)"),
     ("nosave_p50_ms", "no save: p50 (ms)"),
     ("nosave_p99_ms", "no save: p99 (ms)"),
@@ -39,6 +43,7 @@ LABELS = [
     ("nosave_max_ms", "no save: max (ms)"),
     ("nosave_gaps_over_1ms", "no save: PING gaps > 1 ms"),
     ("nosave_max_gap_ms", "no save: longest PING gap (ms)"),
+    ("nosave_ping_p99_ms", "no save: PING p99 (ms)"),
     ("save_fork_ms", "under load: fork, parent blocked (ms)"),
     ("save_save_s", "under load: save duration (s)"),
     ("save_cow_mb", "under load: COW (MB)"),
@@ -62,6 +67,46 @@ LABELS = [
      "steady state: longest PING gap after the child, to the load's end (ms, median of rounds 2+)"),
     ("steady_load_s", "steady state: load length of the control and each round (s)"),
     ("steady_pass_outlasted_load", "steady state: rounds whose re-collapse outlasted the load"),
+]
+
+
+def site_labels(p, what, during):
+    """The rows of a fork site's figures (forkbench.sites): prefix p
+    (rewrite, sync), `what` names the site, `during` its window."""
+    return [
+        (p + "_load_s", "load length of the control and the %s's run (s)" % what),
+        (p + "_fork_ms", "under load: fork for the %s, parent blocked (ms)" % what),
+        (p + "_child_s", "under load: life of the %s's child (s, polled)" % what),
+        (p + "_child_life_ms", "under load: life of the %s's child (ms, INFO fork)" % what),
+        (p + "_s", "under load: %s" % during),
+        (p + "_cow_mb", "under load: COW of the %s (MB)" % what),
+        (p + "_rps", "with %s: SET throughput (req/s)" % what),
+        (p + "_p50_ms", "with %s: p50 (ms)" % what),
+        (p + "_p99_ms", "with %s: p99 (ms)" % what),
+        (p + "_p999_ms", "with %s: p99.9 (ms)" % what),
+        (p + "_max_ms", "with %s: max (ms)" % what),
+        (p + "_vs_control_max", "%s max / control max (no-save run)" % what),
+        (p + "_vs_control_p99", "%s p99 / control p99 (no-save run)" % what),
+        (p + "_window_rps", "during the %s: SET throughput (req/s)" % what),
+        (p + "_vs_control_rps", "during the %s: throughput / control's" % what),
+        (p + "_ping_p99_ms", "during the %s: PING p99 (ms)" % what),
+        (p + "_vs_control_ping_p99", "during the %s: PING p99 / control's" % what),
+        (p + "_gaps_over_1ms", "during the %s: PING gaps > 1 ms" % what),
+        (p + "_max_gap_ms", "during the %s: longest PING gap (ms)" % what),
+        (p + "_vs_control_max_gap", "during the %s: longest PING gap / control's" % what),
+        (p + "_total_gap_ms", "during the %s: sum of PING gaps > 1 ms (ms)" % what),
+        (p + "_child_max_gap_ms", "while the %s's child lived: longest PING gap (ms)" % what),
+        (p + "_after_max_gap_ms", "after the %s, to the load's end: longest PING gap (ms)"
+         % what),
+        (p + "_outlasted_load", "the %s outlasted the load (runs)" % what),
+    ]
+
+
+LABELS += site_labels("rewrite", "rewrite", "rewrite time, BGREWRITEAOF to done (s)")
+LABELS += site_labels("sync", "sync", "sync time, REPLICAOF to the replica synced (s)")
+LABELS += [
+    ("sync_catchup_s", "after the load: the replica's catch-up (s)"),
+    ("sync_rdb_channel", "the sync's RDB over the rdb channel (1) or not (0)"),
     ("peak_rss_mb", "peak RSS of the server (MB)"),
     ("rss_mb", "RSS at the end (MB)"),
     ("fragmentation_ratio", "fragmentation ratio (RSS / used)"),
@@ -314,9 +359,18 @@ def server_lines(res):
         lines.append("- peer %s skipped: %s" % (name, why))
     for name, why in m.get("failed_peers", {}).items():
         lines.append("- peer %s failed, later runs dropped: %s" % (name, why))
+    if m.get("scenario_config"):
+        lines.append("- the %s scenario's settings: `%s`" % (
+            m.get("scenario"), " ".join(shlex.quote(a) for a in m["scenario_config"])))
+    if m.get("replica_config"):
+        lines.append("- the replica: a fresh server of the same variant per run, with `%s`"
+                     % " ".join(shlex.quote(a) for a in m["replica_config"]))
+    idle = {"aofrewrite": "one idle BGREWRITEAOF", "sync-disk": "one idle save",
+            "sync-diskless": "one idle save"}.get(m.get("scenario"),
+                                                  "%s idle saves" % m.get("idle_saves", 3))
     lines.append("- values %s bytes, load runs ~%s s: `redis-benchmark -t set -r <keys> -d %s "
-                 "-c 50 -P 4`; %s idle saves" % (m.get("value_size"), m.get("load_seconds"),
-                                                m.get("value_size"), m.get("idle_saves", 3)))
+                 "-c 50 -P 4`; %s" % (m.get("value_size"), m.get("load_seconds"),
+                                      m.get("value_size"), idle))
     return lines
 
 
@@ -341,11 +395,12 @@ def markdown(res, summary):
     labels = all_labels(res)
     for size in res.sizes:
         lines += ["## %s GB" % fmt_size(size), ""] + table(res, summary, size, labels)
-        outlasted = [v for v in res.variants
-                     if any(res.values.get((size, v, "save_outlasted_load"), []))]
-        if outlasted:
-            lines += ["", "Note: the save outlasted the load for %s in some repetitions; "
-                      "raise --load-seconds." % ", ".join(outlasted)]
+        for p, what in (("save", "save"), ("rewrite", "rewrite"), ("sync", "sync")):
+            outlasted = [v for v in res.variants
+                         if any(res.values.get((size, v, p + "_outlasted_load"), []))]
+            if outlasted:
+                lines += ["", "Note: the %s outlasted the load for %s in some repetitions; "
+                          "raise --load-seconds." % (what, ", ".join(outlasted))]
         lines.append("")
     return "\n".join(lines)
 

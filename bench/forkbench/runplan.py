@@ -10,7 +10,8 @@
                     then the variants in that repetition's order;
   Estimate          the time left, for the progress lines. A run's duration
                     is first taken from a model of its phases (model_seconds:
-                    populate, idle saves, calibration, load runs, at the
+                    populate, idle saves, calibration, load runs, the other
+                    fork sites' replica and idle fork, at the
                     seconds per GB of a small 2-core machine);
                     once runs finish, every remaining estimate is scaled by
                     (time the finished runs took) / (what the model said for
@@ -18,6 +19,8 @@
 """
 import collections
 import random
+
+from .variants import SITE_LOAD_FACTOR
 
 Run = collections.namedtuple("Run", "seq rep size variant position")
 
@@ -87,6 +90,13 @@ def model_seconds(run, args):
                    + PROBE_S)
         return (base + save + (args.rounds + 1) * load
                 + args.rounds * COLLAPSE_S_PER_GB * run.size)
+    if args.scenario in SITE_LOAD_FACTOR:
+        # forkbench.sites: one idle fork, the re-collapse after it, the
+        # control and the site's run (a sync's replica: one more set-up,
+        # and its catch-up after the load).
+        load = max(args.load_seconds, SITE_LOAD_FACTOR[args.scenario] * save) + PROBE_S
+        extra = SETUP_S + save if args.scenario.startswith("sync") else 0.0
+        return base + save + COLLAPSE_S_PER_GB * run.size + 2 * load + extra
     return base + args.idle_saves * save + 2 * load
 
 

@@ -1,4 +1,4 @@
-"""The scenarios: one server's run (fork: idle saves and a save under load; steady: rounds of load and save with the re-collapse)."""
+"""The scenarios: one server's run (fork: idle saves and a save under load; steady: rounds of load and save with the re-collapse; the other fork sites: forkbench.sites)."""
 import shutil
 import statistics
 import time
@@ -45,13 +45,14 @@ def steady_load_seconds(args, used_gb, idle_save_s):
     return max(args.load_seconds, 3.0 * idle_save_s, 1.5 * after_save)
 
 
-def control_ratios(fig, max_key, p99_key):
+def control_ratios(fig, max_key, p99_key, out="save"):
     """Client latency during the save against this server's no-save control
-    of the same repetition: what the save adds beyond the machine's noise."""
+    of the same repetition: what the save adds beyond the machine's noise
+    (<out>_vs_control_max and _p99)."""
     if fig.get("nosave_max_ms") and max_key in fig:
-        fig["save_vs_control_max"] = fig[max_key] / fig["nosave_max_ms"]
+        fig[out + "_vs_control_max"] = fig[max_key] / fig["nosave_max_ms"]
     if fig.get("nosave_p99_ms") and p99_key in fig:
-        fig["save_vs_control_p99"] = fig[p99_key] / fig["nosave_p99_ms"]
+        fig[out + "_vs_control_p99"] = fig[p99_key] / fig["nosave_p99_ms"]
 
 
 def fork_scenario(srv, args, keys, tag, fig, say):
@@ -184,8 +185,9 @@ def finish_memory(srv, fig):
 
 def run_one(run, args, say):
     """One server, one size, one repetition: its figures (metric -> value)."""
+    from . import sites   # sites builds on this module's phases
     tag = "%sgb_%s_r%d" % (fmt_size(run.size), run.variant, run.rep)
-    srv, work = start_server(run.variant, args)
+    srv, work = start_server(run.variant, args, sites.site_config(args.scenario))
     fig = {}
     try:
         say("populate")
@@ -197,6 +199,8 @@ def run_one(run, args, say):
         fig["rss_after_populate_mb"] = int(mem["used_memory_rss"]) / MIB
         if args.scenario == "steady":
             steady_scenario(srv, args, keys, tag, fig, say)
+        elif args.scenario in sites.SITES:
+            sites.site_scenario(srv, args, keys, tag, fig, say, run)
         else:
             fork_scenario(srv, args, keys, tag, fig, say)
         finish_memory(srv, fig)

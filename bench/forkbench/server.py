@@ -20,9 +20,11 @@ return 1
 """
 
 
-# The parent logs this line, with a millisecond timestamp, when fork() returns.
+# The parent logs one of these lines, with a millisecond timestamp, when
+# fork() returns: a BGSAVE or a disk-based sync's save, a diskless sync's
+# transfer, an AOF rewrite.
 FORK_LOG = re.compile(r"^\d+:[MS] (\d+ \w+ \d{4} \d\d:\d\d:\d\d)\.(\d{3}) . "
-                      r"Background saving started")
+                      r"Background (?:saving|RDB transfer|append only file rewriting) started")
 
 
 class Server:
@@ -111,11 +113,13 @@ def server_binary(variant, args):
                         "redis-server"), extra
 
 
-def start_server(variant, args):
+def start_server(variant, args, config=()):
+    """A fresh server of `variant` in a folder of its own; `config` (a
+    scenario's settings, e.g. appendonly) goes before the variant's own."""
     binary, extra = server_binary(variant, args)
     work = tempfile.mkdtemp(prefix="afork-bench-", dir=args.scratch)
     try:
-        return Server(binary, free_port(), work, extra), work
+        return Server(binary, free_port(), work, list(config) + list(extra)), work
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

@@ -134,7 +134,8 @@ def compare(values, base, direction, seed):
 def direction(metric):
     """Which side of a metric is good: "higher" (throughput, huge pages
     kept), None (figures that only describe the run), else "lower"."""
-    if metric in ("keys", "steady_load_s") or metric.endswith("_outlasted_load"):
+    if (metric in ("keys", "sync_rdb_channel") or metric.endswith("_load_s")
+            or metric.endswith("_outlasted_load")):
         return None
     if metric.endswith("rps") or metric.endswith("huge_after_mb"):
         return "higher"

@@ -30,8 +30,10 @@ and --check every folder must be committed (tracked by git and
 unmodified), so the docs never show figures that are not in the
 repository. A folder taken on uncommitted changes, or whose servers of a
 size got different key counts, is refused unless the marker allows it; it
-is then marked as not fit to publish. Steady-scenario folders also get
-fork-thp's targets (forkbench.targets). Only the standard library is needed.
+is then marked as not fit to publish. Each scenario's folders show its
+rows (DOC_METRICS; the other fork sites': site_doc_metrics); steady-scenario
+folders also get fork-thp's targets (forkbench.targets). Only the standard
+library is needed.
 """
 import argparse
 import os
@@ -54,6 +56,21 @@ DOC_METRICS = {
     "steady": ["first_fork_ms", "steady_fork_ms_median", "steady_max_ms_median",
                "save_vs_control_max", "nosave_rps", "rss_mb"],
 }
+
+
+def site_doc_metrics(p, idle):
+    """The other fork sites (forkbench.sites): fork, child, length, COW,
+    the clients' worst stall, p99 and throughput during it and against
+    the control, memory."""
+    return [idle, p + "_fork_ms", p + "_child_s", p + "_s", p + "_cow_mb", p + "_max_ms",
+            p + "_max_gap_ms", p + "_vs_control_max", p + "_vs_control_max_gap",
+            p + "_p99_ms", p + "_ping_p99_ms", p + "_window_rps", "nosave_rps",
+            "peak_rss_mb"]
+
+
+DOC_METRICS["aofrewrite"] = site_doc_metrics("rewrite", "idle_rewrite_fork_ms")
+DOC_METRICS["sync-disk"] = site_doc_metrics("sync", "idle_fork_ms_median")
+DOC_METRICS["sync-diskless"] = DOC_METRICS["sync-disk"]
 
 
 class Refused(Exception):
@@ -126,7 +143,13 @@ def generate(dirs, top, allow):
 HEADLINE_METRICS = {
     "fork": ("save_fork_ms", "save_max_ms"),
     "steady": ("steady_fork_ms_median", "steady_max_ms_median"),
+    "aofrewrite": ("rewrite_fork_ms", "rewrite_max_ms"),
+    "sync-disk": ("sync_fork_ms", "sync_max_ms"),
+    "sync-diskless": ("sync_fork_ms", "sync_max_ms"),
 }
+# What the headline's dataset cell adds per scenario.
+HEADLINE_SITES = {"steady": ", steady state", "aofrewrite": ", AOF rewrite",
+                  "sync-disk": ", full sync (disk)", "sync-diskless": ", full sync (diskless)"}
 # How the headline names a variant (others by their own name).
 HEADLINE_NAMES = {
     "afork-thp-collapse": "redis-afork, fork-thp yes",
@@ -161,7 +184,7 @@ def headline(dirs, top, allow):
         for size in res.sizes:
             for v in variants:
                 lines.append("| %s GB%s | %s | %s | %s |" % (
-                    report.fmt_size(size), ", steady state" if scenario == "steady" else "",
+                    report.fmt_size(size), HEADLINE_SITES.get(scenario, ""),
                     HEADLINE_NAMES.get(v, v),
                     headline_cell(summary, size, v, fork, res.baseline),
                     headline_cell(summary, size, v, stall, res.baseline)))

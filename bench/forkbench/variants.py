@@ -39,7 +39,19 @@ SCENARIOS = {
     "fork": "stock redis-afork",
     # afork-thp (no re-collapse) is the ablation: --variants adds it.
     "steady": "stock afork-thp-collapse",
+    # The other fork sites (forkbench.sites): stock, redis-afork as shipped
+    # and with fork-thp forced on, as the BGSAVE scenarios between them.
+    "aofrewrite": "stock redis-afork afork-thp-collapse",
+    "sync-disk": "stock redis-afork afork-thp-collapse",
+    "sync-diskless": "stock redis-afork afork-thp-collapse",
 }
+
+
+# The other fork sites' load, as a multiple of the idle fork's length
+# (forkbench.sites; the site starts a third in): a rewrite under load takes
+# about twice the idle one, a full sync about three times the idle save,
+# the replica's load of the RDB included.
+SITE_LOAD_FACTOR = {"aofrewrite": 3.0, "sync-disk": 6.0, "sync-diskless": 6.0}
 
 
 # Memory a server may need during a save under writes, as a multiple of its
@@ -56,14 +68,29 @@ PEER_MEMORY_FACTOR = 2.25
 MEMORY_EXTRA = 512 * MIB
 
 
-def memory_needed(size_gb, variant):
-    """Free memory a variant needs at a size (see MEMORY_FACTOR)."""
-    factor = MEMORY_FACTOR.get(variant, PEER_MEMORY_FACTOR)
-    return int(factor * size_gb * GIB + MEMORY_EXTRA)
+# What a scenario needs beyond the server under test, as a multiple of the
+# dataset: a full sync runs a replica on this machine (its copy of the
+# dataset, 1x) and buffers the writes made during the sync (the primary's
+# replica output buffer, or with the rdb channel the replica's own buffer:
+# the SET load writes some 60-90 MB/s for a sync of about 10 s per GB,
+# counted as 1x more).
+SCENARIO_MEMORY_FACTOR = {"sync-disk": 2.0, "sync-diskless": 2.0}
 
 
-def largest_need(size_gb, variants):
+def memory_factor(variant, scenario="fork"):
+    return (MEMORY_FACTOR.get(variant, PEER_MEMORY_FACTOR)
+            + SCENARIO_MEMORY_FACTOR.get(scenario, 0.0))
+
+
+def memory_needed(size_gb, variant, scenario="fork"):
+    """Free memory a variant needs at a size in a scenario (see
+    MEMORY_FACTOR and SCENARIO_MEMORY_FACTOR)."""
+    return int(memory_factor(variant, scenario) * size_gb * GIB + MEMORY_EXTRA)
+
+
+def largest_need(size_gb, variants, scenario="fork"):
     """(bytes, variant) of the variant that needs the most at this size;
-    servers run one at a time, so that is what must fit."""
-    return max((memory_needed(size_gb, v), v) for v in variants)
+    servers run one at a time (a sync scenario's replica beside its
+    primary), so that is what must fit."""
+    return max((memory_needed(size_gb, v, scenario), v) for v in variants)
 

@@ -147,3 +147,44 @@ def test_a_marker_quoted_in_a_code_block_is_not_a_block(doc, git_repo):
     assert run("--update", str(doc)).returncode == 0
     assert "    <!-- bench-tables: bench/results/<folder> -->\n" in doc.read_text()
     assert run("--check", str(doc)).returncode == 0
+
+
+def site_values(p, idle, size=4.0):
+    """Three repetitions of stock and redis-afork at one fork site."""
+    vals = {}
+    for v, fork, stall in (("stock", [120, 125, 130], [130, 140, 150]),
+                           ("redis-afork", [3.0, 3.2, 3.4], [10, 12, 14])):
+        vals[(size, v, idle)] = fork
+        vals[(size, v, p + "_fork_ms")] = fork
+        vals[(size, v, p + "_max_ms")] = stall
+        vals[(size, v, p + "_max_gap_ms")] = [s - 1 for s in stall]
+        vals[(size, v, p + "_s")] = [20.0, 21.0, 22.0]
+        vals[(size, v, p + "_child_s")] = [18.0, 19.0, 20.0]
+        vals[(size, v, p + "_cow_mb")] = [3700, 3710, 3720]
+        vals[(size, v, p + "_window_rps")] = [200000, 210000, 220000]
+        vals[(size, v, "nosave_rps")] = [230000, 240000, 250000]
+        vals[(size, v, p + "_load_s")] = [60.0] * 3
+        vals[(size, v, "keys")] = [1000] * 3
+    return vals
+
+
+@pytest.mark.parametrize("scenario,p,idle,where", [
+    ("aofrewrite", "rewrite", "idle_rewrite_fork_ms", "AOF rewrite"),
+    ("sync-disk", "sync", "idle_fork_ms_median", "full sync (disk)"),
+    ("sync-diskless", "sync", "idle_fork_ms_median", "full sync (diskless)")])
+def test_fork_site_folders_get_their_tables_and_headline(git_repo, scenario, p, idle, where):
+    write_results(str(git_repo / "site"), site_values(p, idle), scenario=scenario)
+    out = tables.generate(["site"], str(git_repo), set())
+    assert out.splitlines()[1].startswith("**%s scenario**, `site`" % scenario)
+    what = p if p == "sync" else "rewrite"
+    assert "| under load: fork for the %s, parent blocked (ms) | 125 [120–130] | " \
+           "3.20 [3.00–3.40] | 0.03 (" % what in out
+    assert "| during the %s: longest PING gap (ms) | 139 [129–149] |" % what in out
+    assert "| during the %s: SET throughput (req/s) | 210000 [200000–220000] |" % what in out
+    assert "| no save: SET throughput (req/s) |" in out
+    # figures the docs do not show stay in results.md only; no fork-thp targets
+    assert "load length" not in out and "targets" not in out
+    head = tables.headline(["site"], str(git_repo), set())
+    assert "| 4 GB, %s | stock | 125 [120–130] | 140 [130–150] |" % where in head
+    assert "| 4 GB, %s | redis-afork | 3.20 [3.00–3.40] (0.03x) | 12 [10–14] (0.09x) |" \
+        % where in head

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench-smoke.sh -- make bench's tools end to end on tiny sizes (a few MB):
 # python3 -m forkbench with REPEAT=2 and stock Redis once more as a peer,
-# the steady scenario and forkbench.child_gaps on it, forkbench.stalls
-# without perf, forkbench.tables on the run's own results; about 70 s. So
+# the steady scenario and forkbench.child_gaps on it, the other fork sites
+# (aofrewrite, sync-disk, sync-diskless; 45-60 s of the total),
+# forkbench.stalls without perf, forkbench.tables on the run's own results;
+# about 110 s. So
 # the benchmark cannot rot: every figure has its spread and verdict, the
 # order of the variants changed between repetitions, unusable peers are
 # skipped and reported, the machine is recorded, the plots are real PNGs,
@@ -217,6 +219,110 @@ else
     err "bench steady run" "bench/run.sh --scenario steady failed: $(tail -5 <<<"$log")"
 fi
 
+# The other fork sites (forkbench.sites): BGREWRITEAOF with appendonly
+# yes, a replica's full sync disk-based and diskless, each under the write
+# load beside its no-fork control, stock, redis-afork and fork-thp. The
+# bench itself fails a run whose site did not happen as claimed (one fork,
+# aof_rewrites or sync_full up by one, the primary's log naming the sync's
+# target, the replica caught up with every key); here: every figure of
+# every server, the plots, and the tables made from such a folder.
+site_start=$SECONDS
+for scenario in aofrewrite sync-disk sync-diskless; do
+    reps=1
+    [ $scenario = aofrewrite ] && reps=2
+    if ! log=$("$top/bench/run.sh" --scenario $scenario --sizes 0.004 --repeat $reps \
+            --load-seconds 0.5 --calibrate-seconds 0.3 --idle-check-seconds 1 \
+            --out "$work/$scenario" --scratch "$work" 2>&1); then
+        err "bench $scenario scenario" "bench/run.sh failed: $(tail -5 <<<"$log")"
+        continue
+    fi
+    if check=$(python3 - "$work/$scenario" $scenario $reps <<'PY' 2>&1
+import csv, json, os, struct, sys
+out, scenario, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+p = "rewrite" if scenario == "aofrewrite" else "sync"
+variants = ("stock", "redis-afork", "afork-thp-collapse")
+need = ["keys", "nosave_rps", "nosave_max_ms", "nosave_max_gap_ms", "nosave_ping_p99_ms",
+        p + "_load_s", p + "_fork_ms", p + "_child_s", p + "_s", p + "_cow_mb", p + "_rps",
+        p + "_p99_ms", p + "_max_ms", p + "_vs_control_max", p + "_gaps_over_1ms",
+        p + "_max_gap_ms", p + "_child_max_gap_ms", p + "_after_max_gap_ms",
+        p + "_outlasted_load", "peak_rss_mb"]
+need += (["idle_rewrite_fork_ms", "idle_rewrite_s", "idle_rewrite_cow_mb"] if p == "rewrite"
+         else ["idle_fork_ms_median", "idle_save_s", "sync_catchup_s", "sync_rdb_channel"])
+raw = {}
+for r in csv.DictReader(open(os.path.join(out, "results.csv"))):
+    raw[(r["variant"], r["rep"], r["metric"])] = float(r["value"])
+problems = []
+for v in variants:
+    for rep in range(1, reps + 1):
+        # the load's throughput over the site's window, unless the site
+        # began after a load this short was over
+        window = [] if raw.get((v, str(rep), p + "_outlasted_load")) else [
+            p + "_window_rps", p + "_vs_control_rps"]
+        for m in need + window:
+            if (v, str(rep), m) not in raw:
+                problems.append("%s rep %d lacks %s" % (v, rep, m))
+        if raw.get((v, str(rep), p + "_fork_ms"), 0) <= 0:
+            problems.append("%s rep %d: no fork time" % (v, rep))
+        # redis-afork's INFO fork has the child's exact life, stock's has not
+        if ((v, str(rep), p + "_child_life_ms") in raw) == (v == "stock"):
+            problems.append("%s: the child's life from INFO fork only on redis-afork" % v)
+        want = {"sync-disk": 0, "sync-diskless": 1}.get(scenario)
+        if want is not None and raw.get((v, str(rep), "sync_rdb_channel")) != want:
+            problems.append("%s: sync_rdb_channel %s, expected %d (Redis 8.0's default)"
+                            % (v, raw.get((v, str(rep), "sync_rdb_channel")), want))
+md = open(os.path.join(out, "results.md")).read()
+for text in ("# Fork cost (%s scenario)" % scenario, "the %s scenario's settings" % scenario,
+             "under load: fork for the %s, parent blocked (ms)" % p,
+             "during the %s: longest PING gap (ms)" % p):
+    if text not in md:
+        problems.append("results.md lacks %r" % text)
+if p == "sync" and "the replica: a fresh server of the same variant" not in md:
+    problems.append("results.md does not say how the replica ran")
+plots = {x["file"]: x["series"] for x in json.load(open(os.path.join(out, "plots.json")))}
+name = "latency_timeline_0.004gb_%s.png" % p
+lines = {x["variant"] for x in plots.get(name, []) if x["points"] > 0 and x["fork_aligned"]}
+if lines != set(variants):
+    problems.append("%s: fork-aligned lines for %s" % (name, sorted(lines)))
+for png in (name, "fork_time_vs_size.png", "client_latency_vs_size.png"):
+    data = open(os.path.join(out, png), "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or struct.unpack(">II", data[16:24])[0] < 600:
+        problems.append(png + " is not a real PNG")
+print("\n".join(problems) or "ok")
+sys.exit(1 if problems else 0)
+PY
+); then
+        ok "bench $scenario scenario: every server's fork, child, site and window figures; plots"
+    else
+        err "bench $scenario scenario" "$check"
+    fi
+done
+# forkbench.tables on the aofrewrite folder: the site's rows, spreads and
+# verdicts, and the headline naming the site.
+site_repo=$work/site-repo
+mkdir -p "$site_repo/res"
+cp "$work/aofrewrite"/{results.csv,machine.json,runs.csv} "$site_repo/res/"
+python3 - "$site_repo/res/machine.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["dirty"] = False                      # the smoke runs on any checkout
+m["source"]["checkout"]["describe"] = "abc1234"
+json.dump(m, open(sys.argv[1], "w"))
+PY
+printf '# t\n\n<!-- bench-headline: res -->\n<!-- /bench-headline -->\n\n<!-- bench-tables: res -->\n<!-- /bench-tables -->\n' \
+    >"$site_repo/README.md"
+git -C "$site_repo" init -q && git -C "$site_repo" add -A &&
+    git -C "$site_repo" -c user.name=t -c user.email=t@localhost commit -qm results
+if PYTHONPATH=$top/bench python3 -m forkbench.tables --update "$site_repo/README.md" &&
+        grep -q '^\*\*aofrewrite scenario\*\*' "$site_repo/README.md" &&
+        grep -qE '^\| under load: fork for the rewrite, parent blocked \(ms\) \| [0-9.]+ \[[0-9.]+–[0-9.]+\] \|.*within noise' \
+            "$site_repo/README.md" &&
+        grep -qE '^\| 0.004 GB, AOF rewrite \| redis-afork, fork-thp yes \| [0-9.]+ \[' "$site_repo/README.md"; then
+    ok "forkbench.tables: an aofrewrite folder's tables and headline"
+else
+    err "forkbench.tables on the aofrewrite scenario" "$(cat "$site_repo/README.md")"
+fi
+echo "bench smoke: the fork sites took $((SECONDS - site_start)) s"
+
 # forkbench.stalls (make bench-stalls) without perf: its tables, and the
 # host's steal time beside each of the worst round trips.
 stalls=$work/stalls
@@ -280,6 +386,9 @@ else
 fi
 expect_ok "forkbench.tables --check accepts the blocks it made" tables --check "$repo/README.md"
 
+expect_fail "bench refuses a sync size that does not fit, the replica counted" \
+    'size 5000 GB does not fit: .*4x the dataset during a full sync under writes, the replica' \
+    "$top/bench/run.sh" --scenario sync-disk --sizes 5000 --variants stock --out "$work/refused"
 expect_fail "bench refuses a size that does not fit, for its largest variant" \
     'size 100000 GB does not fit: it needs [0-9.]+ GiB .*big, the largest variant.* [0-9.]+ GiB is available' \
     "$top/bench/run.sh" --sizes 100000 --peer "big=$stock/src/redis-server" --out "$work/refused"
