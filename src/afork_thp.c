@@ -85,31 +85,6 @@ int aforkThpHeapWanted(void) {
     return thp.heap;
 }
 
-/* A deprecated option was set (name: its name): one log line the first
- * time. */
-void aforkThpDeprecatedSet(const char *name) {
-    for (int i = 0; deprecated_names[i]; i++) {
-        if (strcmp(name, deprecated_names[i]) != 0 || (thp.deprecated_logged & (1 << i))) continue;
-        thp.deprecated_logged |= 1 << i;
-        serverLog(LL_WARNING, "%s is deprecated and will be removed in the next release: it is "
-                              "honoured, but without it redis-afork chooses the value from the "
-                              "machine (INFO fork shows it)", name);
-    }
-}
-
-/* Startup: the deprecated options set in the config, the thread's configs,
- * and the thread when it has work to do. vm_page_reporting: the VM reports
- * free pages to its host (INFO vm_free_page_reporting). */
-void aforkThpInit(int vm_page_reporting) {
-    thp.vm_page_reporting = vm_page_reporting;
-    if (strcasecmp(afork_thp_vma_size, "auto") != 0) aforkThpDeprecatedSet("fork-thp-vma-size");
-    if (afork_thp_quiet_save != AFORK_THP_TUNE_AUTO) aforkThpDeprecatedSet("fork-thp-quiet-save");
-    if (afork_thp_collapse_warm != AFORK_THP_TUNE_AUTO)
-        aforkThpDeprecatedSet("fork-thp-collapse-warm");
-    aforkThpConfigChanged();
-    thpCollapseStart(thp.heap);
-}
-
 /* What the tuning options choose: the value set, or when not set (auto)
  * the machine's. The quiet save and the 64 MiB cut help wherever fork-thp
  * runs; the warm-up only shortens collapses where the host takes the
@@ -132,6 +107,31 @@ static long long vmaSize(void) {
     if (vmaSizeAuto()) return AFORK_THP_VMA_SIZE_DEFAULT;
     long long size = (long long)memtoull(afork_thp_vma_size, &err);
     return err ? AFORK_THP_VMA_SIZE_DEFAULT : size;
+}
+
+/* A deprecated option was set (name: its name): one log line the first
+ * time. */
+void aforkThpDeprecatedSet(const char *name) {
+    for (int i = 0; deprecated_names[i]; i++) {
+        if (strcmp(name, deprecated_names[i]) != 0 || (thp.deprecated_logged & (1 << i))) continue;
+        thp.deprecated_logged |= 1 << i;
+        serverLog(LL_WARNING, "%s is deprecated and will be removed in the next release: it is "
+                              "honoured, but without it redis-afork chooses the value from the "
+                              "machine (INFO fork shows it)", name);
+    }
+}
+
+/* Startup: the deprecated options set in the config, the thread's configs,
+ * and the thread when it has work to do. vm_page_reporting: the VM reports
+ * free pages to its host (INFO vm_free_page_reporting). */
+void aforkThpInit(int vm_page_reporting) {
+    thp.vm_page_reporting = vm_page_reporting;
+    if (!vmaSizeAuto()) aforkThpDeprecatedSet("fork-thp-vma-size");
+    if (afork_thp_quiet_save != AFORK_THP_TUNE_AUTO) aforkThpDeprecatedSet("fork-thp-quiet-save");
+    if (afork_thp_collapse_warm != AFORK_THP_TUNE_AUTO)
+        aforkThpDeprecatedSet("fork-thp-collapse-warm");
+    aforkThpConfigChanged();
+    thpCollapseStart(thp.heap);
 }
 
 /* Exit: stop the collapse thread and wait for it. */
