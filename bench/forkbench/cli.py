@@ -24,6 +24,11 @@ aofrewrite, sync-disk and sync-diskless fork at the other sites under the
 same load: BGREWRITEAOF with appendonly yes, a replica's full sync
 (forkbench.sites).
 
+--scenario fill, fill-fragmented and shapes fork nowhere: an empty server
+filled by redis-benchmark (on a host whose free memory is fragmented),
+and the shapes where huge pages have hurt Redis (forkbench.growth,
+forkbench.shapes).
+
 --peer NAME=BINARY[:ARGS] adds any RESP server as one more variant; a peer
 that fails to start or lacks a command the bench needs is reported and
 skipped. The machine is checked before and watched during the run
@@ -46,6 +51,7 @@ from . import machine, report, runplan
 from .variants import GIB, VARIANTS, SCENARIOS, largest_need, memory_factor
 from .progress import START, Progress, note, fmt_size
 from .scenarios import run_one
+from . import growth, shapes
 from .peers import parse_peer, check_peers
 from .records import source_state, machine_record, write_json, RUNS_HEADER, append_run, append_figures
 
@@ -57,9 +63,9 @@ def refuse_sizes_that_do_not_fit(sizes, variants, scenario="fork"):
         need, v = largest_need(s, variants, scenario)
         if need > free:
             bad = True
-            what = ("during a save under writes" if not scenario.startswith("sync")
-                    else "during a full sync under writes, the replica and the writes "
-                         "buffered meanwhile included")
+            what = ("during a full sync under writes, the replica and the writes "
+                    "buffered meanwhile included" if scenario.startswith("sync")
+                    else GROWTH_NEEDS.get(scenario, "during a save under writes"))
             print("bench: size %s GB does not fit: it needs %.1f GiB of free memory "
                   "(%s, the largest variant: %gx the dataset %s, "
                   "plus 0.5 GiB), and %.1f GiB is available"
@@ -67,6 +73,99 @@ def refuse_sizes_that_do_not_fit(sizes, variants, scenario="fork"):
                      free / GIB), file=sys.stderr)
     if bad:
         sys.exit(2)
+
+
+# What a growth scenario's memory factor covers (variants.GROWTH_MEMORY_FACTOR).
+GROWTH_NEEDS = {"fill": "while filled from empty",
+                "fill-fragmented": "while filled from empty",
+                "shapes": "for the large values' BGSAVE under writes"}
+
+
+def refuse_many_that_do_not_fit(args):
+    """The shapes' many instances run at once, whatever the size."""
+    if args.scenario != "shapes" or "many" not in args.shapes:
+        return
+    need, free = shapes.many_need(args), machine.meminfo("MemAvailable")
+    if need > free:
+        print("bench: the many shape does not fit: %d servers of %g MB need %.1f GiB of free "
+              "memory (1.3x, plus 0.5 GiB), and %.1f GiB is available"
+              % (args.many_servers, args.many_mb, need / GIB, free / GIB), file=sys.stderr)
+        sys.exit(2)
+
+
+def refuse_fragment_that_does_not_fit(args):
+    """fill-fragmented: the fragmenter must leave every size's servers
+    what they need (growth.fragment_plan)."""
+    if args.scenario != "fill-fragmented":
+        return
+    cap = None if args.fragment_max_gb is None else int(args.fragment_max_gb * GIB)
+    for s in args.sizes:
+        need, _ = largest_need(s, args.variants, args.scenario)
+        try:
+            growth.fragment_plan(growth.available(), need, cap)
+        except growth.FragmentRefused as e:
+            print("bench: fill-fragmented at %s GB: %s" % (fmt_size(s), e), file=sys.stderr)
+            sys.exit(2)
+
+
+def add_growth_args(p):
+    """Options of the fill, fill-fragmented and shapes scenarios."""
+    g = p.add_argument_group("fill, fill-fragmented and shapes scenarios (forkbench.growth)")
+    g.add_argument("--fill-clients", type=int, default=growth.FILL_CLIENTS,
+                   help="the fill's redis-benchmark -c")
+    g.add_argument("--fill-pipeline", type=int, default=growth.FILL_PIPELINE,
+                   help="the fill's redis-benchmark -P")
+    g.add_argument("--fill-requests", type=float, default=growth.FILL_REQUESTS,
+                   help="the fill's requests as a multiple of its keyspace (-n / -r)")
+    g.add_argument("--fragment-max-gb", type=float, default=None,
+                   help="fill-fragmented: fragment at most this much memory (GB; default: "
+                        "most of what the servers leave free)")
+    g.add_argument("--shapes", default=" ".join(shapes.SHAPES),
+                   help="shapes scenario: which shapes, of '%s'" % " ".join(shapes.SHAPES))
+    g.add_argument("--small-mb", type=float, default=10, help="small: the filled server (MB)")
+    g.add_argument("--many-servers", type=int, default=8, help="many: how many servers")
+    g.add_argument("--many-mb", type=float, default=100, help="many: each server's data (MB)")
+    g.add_argument("--churn-batch", type=int, default=1000,
+                   help="churn: keys deleted or written per Lua call")
+    g.add_argument("--defrag-seconds", type=float, default=30,
+                   help="churn: how long activedefrag runs")
+    g.add_argument("--large-values", default="131072 1048576",
+                   help="large: value sizes (bytes)")
+    g.add_argument("--large-pipeline", type=int, default=1,
+                   help="large: the fill's and the save's load's redis-benchmark -P")
+    g.add_argument("--save-lead-seconds", type=float, default=1.0,
+                   help="large: the write load before the BGSAVE")
+    g.add_argument("--maxmemory-keyspace", type=float, default=2.0,
+                   help="maxmemory: the load's keys, as a multiple of those that fit")
+    g.add_argument("--maxmemory-seconds", type=float, default=20,
+                   help="maxmemory: how long the load goes on at the limit")
+
+
+def check_growth_args(p, a):
+    try:
+        a.shapes = shapes.parse_shapes(a.shapes)
+    except ValueError as e:
+        p.error("--shapes: %s" % e)
+    try:
+        a.large_values = [int(v) for v in a.large_values.split()]
+    except ValueError:
+        p.error("--large-values: %r is not a list of byte counts" % a.large_values)
+    if not a.large_values or any(v < 1 for v in a.large_values):
+        p.error("--large-values: give one or more sizes of 1 byte or more")
+    for name in ("fill_clients", "fill_pipeline", "many_servers", "churn_batch",
+                 "large_pipeline"):
+        if getattr(a, name) < 1:
+            p.error("--%s: give 1 or more" % name.replace("_", "-"))
+    for name in ("fill_requests", "small_mb", "many_mb", "maxmemory_keyspace"):
+        if getattr(a, name) <= 0:
+            p.error("--%s: give a number above 0" % name.replace("_", "-"))
+    if a.maxmemory_keyspace <= 1:
+        p.error("--maxmemory-keyspace: give more than 1 (the load must go past the limit)")
+    for name in ("defrag_seconds", "save_lead_seconds", "maxmemory_seconds"):
+        if getattr(a, name) < 0:
+            p.error("--%s: give 0 or more" % name.replace("_", "-"))
+    if a.fragment_max_gb is not None and a.fragment_max_gb <= 0:
+        p.error("--fragment-max-gb: give a number above 0")
 
 
 def parse_args():
@@ -81,7 +180,8 @@ def parse_args():
                    help="fork: idle forks and one save under load; steady: rounds of "
                         "load + save (steady state, fork-thp); aofrewrite: BGREWRITEAOF "
                         "under load; sync-disk, sync-diskless: a replica's full sync "
-                        "under load")
+                        "under load; fill, fill-fragmented: a server filled from empty "
+                        "(free memory fragmented); shapes: where huge pages hurt Redis")
     p.add_argument("--variants", default=None, help="default: per scenario")
     p.add_argument("--peer", action="append", default=[], metavar="NAME=BINARY[:ARGS]",
                    help="one more variant: any RESP server (repeatable)")
@@ -105,8 +205,10 @@ def parse_args():
     p.add_argument("--require-clean", action="store_true",
                    help="refuse to run on uncommitted changes (else results are marked -dirty)")
     p.add_argument("--scratch", default=None, help="where servers keep their RDB files")
+    add_growth_args(p)
     a = p.parse_args()
     check_args(p, a)
+    check_growth_args(p, a)
     return a
 
 
@@ -211,6 +313,8 @@ def run_all(args, runs, progress, monitor):
 def main():
     args = parse_args()
     refuse_sizes_that_do_not_fit(args.sizes, args.variants, args.scenario)
+    refuse_many_that_do_not_fit(args)
+    refuse_fragment_that_does_not_fit(args)
     source = source_state(args)
     if source["dirty"] and args.require_clean:
         sys.exit("bench: uncommitted changes (%s); commit them or drop --require-clean"
@@ -235,6 +339,7 @@ def main():
         monitor.write_csv(os.path.join(args.out, "monitor.csv.gz"))
     during = monitor.since()
     rec.update(during=during, failed_peers=failed, keys_by_size=args.keys_by_size,
+               per_key_bytes=getattr(args, "per_key", {}),
                duration_s=round(time.time() - START, 1),
                warnings=before["warnings"] + machine.warnings_for(during, "during the run"))
     write_json(rec, os.path.join(args.out, "machine.json"))

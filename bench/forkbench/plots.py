@@ -15,6 +15,14 @@
                                  control of the same runs dotted
   steady_rounds_<size>gb.png     steady scenario: fork time and client max per
                                  round (median, min-max)
+  fill_timeline_<size>gb.png     fill scenarios: PING round trips during the fill
+                                 from empty, every repetition of every server,
+                                 aligned on the fill's start (probe_..._fill.start)
+  fill_latency_vs_size.png       fill scenarios: worst PING and p99.9 during the
+                                 fill vs size (median, min-max)
+  shapes_vs_stock_<size>gb.png   shapes: each shape's memory and PING figures as
+                                 a ratio to stock's, per server (median, min-max
+                                 of the repetitions' ratios)
   plots.json                     what each picture holds (series and points),
                                  so a test can check them without reading PNGs
 
@@ -55,15 +63,16 @@ def spread_of(res, size, variant, metric):
 
 # ---------------------------------------------------------------- timelines
 
-def probe_files(outdir, size, variant, run):
+def probe_files(outdir, size, variant, run, mark_ext=".bgsave"):
     """(rep, probe csv, marks file) of every repetition of one load run;
-    folders from before repetitions have one, without _r<rep> (rep None)."""
+    folders from before repetitions have one, without _r<rep> (rep None).
+    mark_ext: .bgsave (the save's marks), .start (a growth load's start)."""
     pattern = re.compile(r"probe_%sgb_%s(?:_r(\d+))?_%s\.csv\.gz$"
                          % (re.escape("%g" % size), re.escape(variant), re.escape(run)))
     found = []
     for name in os.listdir(outdir):
         m = pattern.match(name)
-        mark = os.path.join(outdir, name[:-len(".csv.gz")] + ".bgsave")
+        mark = os.path.join(outdir, name[:-len(".csv.gz")] + mark_ext)
         if m and os.path.exists(mark):
             rep = int(m.group(1)) if m.group(1) else None
             found.append((rep, os.path.join(outdir, name), mark))
@@ -220,6 +229,106 @@ def steady_rounds(outdir, res, size, rounds):
     return save(fig, outdir, "steady_rounds_%sgb.png" % ("%g" % size), "errorbars", series)
 
 
+# ---------------------------------------------------------------- growth
+
+def fill_timeline(outdir, res, size):
+    """The fill scenarios: the PING round trip during the fill from empty,
+    every repetition of every server, aligned on the fill's start."""
+    fig, ax = plt.subplots(figsize=(10, 4.8))
+    end, series = 1.0, []
+    for v in res.variants:
+        files = probe_files(outdir, size, v, "fill", ".start")
+        end = max([end] + res.values.get((size, v, "fill_s"), []))
+        worst = spread_of(res, size, v, "fill_max_ping_ms")
+        for i, (rep, path, mark) in enumerate(files):
+            pts, _ = read_probe(path, mark)
+            xs, ys = worst_per_bin([p for p in pts if -1.0 <= p[0]])
+            label = ("%s (%d runs): worst PING %s ms" % (
+                v, len(files), report.fmt_num(worst[0]) if worst else "n/a")
+                     if i == 0 else None)
+            ax.plot(xs, ys, color=color(res, v), lw=0.8, alpha=0.65, label=label)
+            series.append({"variant": v, "rep": rep, "points": len(xs)})
+    ax.set_yscale("log")
+    ax.set_xlim(-1.0, end + 1.0)
+    ax.set_xlabel("seconds since the fill began")
+    ax.set_ylabel("PING round trip, worst per 10 ms (ms, log)")
+    ax.set_title("PING latency while redis-benchmark fills an empty server to %g GB%s"
+                 % (size, ", free memory fragmented"
+                    if res.machine.get("scenario") == "fill-fragmented" else ""))
+    ax.grid(True, which="both", alpha=0.3)
+    if series:
+        ax.legend(loc="upper right", fontsize=8)
+    return save(fig, outdir, "fill_timeline_%sgb.png" % ("%g" % size), "timeline", series)
+
+
+def fill_vs_size(outdir, res):
+    """Worst PING and p99.9 during the fill against the size."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    series = []
+    for ax, metric, title in ((axes[0], "fill_max_ping_ms", "worst PING during the fill"),
+                              (axes[1], "fill_ping_p999_ms", "PING p99.9 during the fill")):
+        mine = [errorbar_series(ax, res, v, metric, "o-", v) for v in res.variants]
+        ax.set_title("%s (median, bars: min to max)" % title)
+        ax.set_xlabel("dataset at the end (used_memory, GB)")
+        ax.set_ylabel("ms")
+        finish_axes(ax, mine)
+        series += mine
+    return save(fig, outdir, "fill_latency_vs_size.png", "errorbars", series)
+
+
+# The shapes' figures in shapes_vs_stock.png: memory, then the probe.
+SHAPE_MEMORY = ["small_empty_rss_mb", "small_rss_mb", "many_rss_mb", "churn_rss_mb",
+                "churn_defrag_rss_mb", "maxmem_peak_rss_mb"]
+SHAPE_STALLS = ["churn_max_ping_ms", "churn_ping_p99_ms", "maxmem_max_ping_ms",
+                "maxmem_ping_p99_ms"]
+
+
+def ratio_spread(res, size, variant, metric):
+    """(median, below, above) of variant / baseline, repetition by
+    repetition (the runs of a repetition are interleaved), or None."""
+    mine, base = res.values.get((size, variant, metric)), res.values.get(
+        (size, res.baseline, metric))
+    if not mine or not base:
+        return None
+    ratios = [a / b for a, b in zip(mine, base) if b]
+    if not ratios:
+        return None
+    med = statistics.median(ratios)
+    return med, med - min(ratios), max(ratios) - med
+
+
+def shapes_vs_stock(outdir, res, size):
+    """Each shape's memory and stalls as a ratio to the baseline's, per
+    variant: median with min-max bars over the repetitions."""
+    large = report.large_names(res)
+    rows = [("memory", SHAPE_MEMORY + [n + "_rss_mb" for n in large]),
+            ("PING", SHAPE_STALLS + [n + k for n in large
+                                     for k in ("_fill_max_ping_ms", "_save_max_ping_ms")])]
+    fig, axes = plt.subplots(2, 1, figsize=(11, 8))
+    others = [v for v in res.variants if v != res.baseline]
+    series = []
+    for ax, (what, metrics) in zip(axes, rows):
+        metrics = [m for m in metrics if (size, res.baseline, m) in res.values]
+        width = 0.8 / max(1, len(others))
+        for i, v in enumerate(others):
+            sp = [ratio_spread(res, size, v, m) for m in metrics]
+            xs = [k + (i - (len(others) - 1) / 2.0) * width for k in range(len(metrics))]
+            ax.bar(xs, [s[0] if s else NAN for s in sp], width,
+                   yerr=[[s[1] if s else 0 for s in sp], [s[2] if s else 0 for s in sp]],
+                   color=color(res, v), capsize=3, label=v)
+            series.append({"variant": v, "metric": what, "points": sum(1 for s in sp if s)})
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_xticks(range(len(metrics)))
+        ax.set_xticklabels(metrics, rotation=20, ha="right", fontsize=7)
+        ax.set_ylabel("ratio to %s" % res.baseline)
+        ax.set_title("%s, %g GB: %s / %s (median, bars: min to max over the repetitions)"
+                     % (what, size, "each server", res.baseline))
+        ax.grid(True, axis="y", alpha=0.3)
+        if others:
+            ax.legend(fontsize=7)
+    return save(fig, outdir, "shapes_vs_stock_%sgb.png" % ("%g" % size), "bars", series)
+
+
 # ---------------------------------------------------------------- common
 
 def finish_axes(ax, series=()):
@@ -246,7 +355,12 @@ def draw(outdir):
     rounds = sorted({int(m[5:].split("_")[0]) for (_, _, m) in res.values
                      if m.startswith("round")})
     site = SITE_RUNS.get(res.machine.get("scenario"))
-    if rounds:
+    scenario = res.machine.get("scenario")
+    if scenario in ("fill", "fill-fragmented"):
+        made = [fill_timeline(outdir, res, s) for s in res.sizes] + [fill_vs_size(outdir, res)]
+    elif scenario == "shapes":
+        made = [shapes_vs_stock(outdir, res, s) for s in res.sizes]
+    elif rounds:
         made = [steady_rounds(outdir, res, s, rounds[-1]) for s in res.sizes]
         made += [timeline(outdir, res, s, "round%d" % rounds[-1]) for s in res.sizes]
     elif site:

@@ -60,9 +60,26 @@ def machine_record(args, source, before, pretouched):
         "scenario": args.scenario, "rounds": args.rounds,
         "scenario_config": site_config(args.scenario),
         "replica_config": REPLICA_CONFIG if args.scenario.startswith("sync") else [],
+        "growth": growth_record(args),
         "sizes": args.sizes, "repeat": args.repeat,
         "order": args.order, "seed": args.seed,
     })
+    return rec
+
+
+def growth_record(args):
+    """The fill's and the shapes' settings (forkbench.growth), {} elsewhere."""
+    if args.scenario not in ("fill", "fill-fragmented", "shapes"):
+        return {}
+    rec = {"fill_clients": args.fill_clients, "fill_pipeline": args.fill_pipeline,
+           "fill_requests": args.fill_requests}
+    if args.scenario == "fill-fragmented":
+        rec["fragment_max_gb"] = args.fragment_max_gb
+    if args.scenario == "shapes":
+        rec.update({k: getattr(args, k) for k in (
+            "shapes", "small_mb", "many_servers", "many_mb", "churn_batch", "defrag_seconds",
+            "large_values", "large_pipeline", "save_lead_seconds", "maxmemory_keyspace",
+            "maxmemory_seconds")})
     return rec
 
 

@@ -104,6 +104,104 @@ def site_labels(p, what, during):
 
 LABELS += site_labels("rewrite", "rewrite", "rewrite time, BGREWRITEAOF to done (s)")
 LABELS += site_labels("sync", "sync", "sync time, REPLICAOF to the replica synced (s)")
+def probe_labels(p, what):
+    """The PING probe over a window (growth.probe_figures)."""
+    return [(p + "max_ping_ms", "%s: worst PING round trip (ms)" % what),
+            (p + "ping_p999_ms", "%s: PING p99.9 (ms)" % what),
+            (p + "ping_p99_ms", "%s: PING p99 (ms)" % what),
+            (p + "ping_per_s", "%s: PING round trips per second" % what),
+            (p + "ping_count", "%s: PING round trips completed" % what),
+            (p + "gaps_over_1ms", "%s: PING round trips > 1 ms" % what)]
+
+
+def vm_labels(p, what):
+    """The machine's /proc/vmstat deltas over a fill (growth.VMSTAT_FIELDS)."""
+    return [(p + "vm_" + f, "%s: %s (machine, /proc/vmstat)" % (what, f))
+            for f in ("thp_fault_alloc", "thp_fault_fallback", "compact_stall",
+                      "compact_success", "compact_fail", "thp_collapse_alloc")]
+
+
+def thp_labels(p, what):
+    """What fork-thp chose and the keyspace tables it held (INFO fork)."""
+    return [(p + "fork_thp_on", "%sfork-thp on (1) or off (0), INFO fork_thp" % what),
+            (p + "fork_thp_tables_held", "%stables held in small pages now" % what),
+            (p + "fork_thp_tables_held_total", "%stables held in small pages, total" % what),
+            (p + "fork_thp_tables_not_held", "%stables not held" % what)]
+
+
+# The growth scenarios (forkbench.growth): the fill.
+GROWTH_LABELS = [
+    ("fragment_mapped_mb", "fragmenter: memory mapped and touched (MB)"),
+    ("fragment_kept_mb", "fragmenter: memory kept, every other 4 KiB page (MB)"),
+    ("fragment_share", "fragmenter: share of the free memory left fragmented"),
+    ("fragment_s", "fragmenter: time to fragment (s)"),
+    ("free_2m_before_mb", "free in 2 MiB blocks before fragmenting (MB, buddyinfo)"),
+    ("free_2m_after_mb", "free in 2 MiB blocks after fragmenting (MB)"),
+    ("free_2m_end_mb", "free in 2 MiB blocks at the fill's end (MB)"),
+    ("empty_rss_mb", "RSS of the empty server (MB)"),
+    ("fill_s", "fill time (s)"),
+    ("fill_rps", "fill: SET throughput (req/s)"),
+    ("fill_p99_ms", "fill: SET p99 (ms, redis-benchmark)"),
+    ("fill_max_ms", "fill: SET max (ms, redis-benchmark)"),
+] + probe_labels("fill_", "fill") + [
+    ("fill_dbsize", "keys at the fill's end (DBSIZE)"),
+    ("anon_huge_mb", "the server's anonymous huge pages at the end (MB)"),
+] + vm_labels("fill_", "fill") + thp_labels("", "")
+
+
+def shape_labels():
+    """The shapes scenario (forkbench.shapes), but the large values'
+    (large_labels, one block per value size)."""
+    mem = lambda p, what: [(p + "rss_mb", "%s: RSS (MB)" % what),  # noqa: E731
+                           (p + "used_memory_mb", "%s: used_memory (MB)" % what),
+                           (p + "frag_ratio", "%s: fragmentation ratio" % what)]
+    return ([("small_empty_rss_mb", "small: RSS of an empty server (MB)"),
+             ("small_rss_mb", "small: RSS with its data (MB)"),
+             ("small_used_memory_mb", "small: used_memory with its data (MB)")]
+            + thp_labels("small_", "small: ")
+            + [("many_empty_rss_mb", "many: total RSS of the empty servers (MB)"),
+               ("many_rss_mb", "many: total RSS with their data (MB)"),
+               ("many_rss_per_server_mb", "many: RSS per server (MB)")]
+            + thp_labels("many_", "many: ")
+            + mem("churn_before_", "churn: before")
+            + [("churn_s", "churn: delete 2 of 3 keys and write them again (s)")]
+            + probe_labels("churn_", "churn") + mem("churn_", "churn: after")
+            + probe_labels("churn_defrag_", "activedefrag")
+            + mem("churn_defrag_", "churn: after activedefrag")
+            + [("churn_defrag_hits", "activedefrag: hits")]
+            + thp_labels("churn_", "churn: ")
+            + probe_labels("maxmem_fill_", "maxmemory: to the limit")
+            + probe_labels("maxmem_", "maxmemory: at the limit")
+            + [("maxmem_rps", "maxmemory: SET throughput at the limit (req/s)"),
+               ("maxmem_at_limit_s", "maxmemory: time at the limit (s)"),
+               ("maxmem_evicted_keys", "maxmemory: evicted keys"),
+               ("maxmem_peak_rss_mb", "maxmemory: peak RSS (MB)"),
+               ("maxmem_rss_vs_maxmemory", "maxmemory: peak RSS / maxmemory")]
+            + mem("maxmem_", "maxmemory: at the end")
+            + thp_labels("maxmem_", "maxmemory: "))
+
+
+def large_labels(name):
+    """One value size of the large shape (name: large128k, large1m)."""
+    text = name[len("large"):]
+    what = "%s %s values" % (text[:-1], {"b": "B", "k": "KB", "m": "MB"}[text[-1]])
+    p = name + "_"
+    return ([(p + "fill_s", "%s: fill time (s)" % what),
+             (p + "fill_rps", "%s: fill throughput (req/s)" % what)]
+            + probe_labels(p + "fill_", "%s: fill" % what)
+            + [(p + "rss_mb", "%s: RSS after the fill (MB)" % what),
+               (p + "used_memory_mb", "%s: used_memory after the fill (MB)" % what),
+               (p + "frag_ratio", "%s: fragmentation ratio after the fill" % what),
+               (p + "anon_huge_mb", "%s: anonymous huge pages after the fill (MB)" % what),
+               (p + "save_fork_ms", "%s: BGSAVE under writes, fork (ms)" % what),
+               (p + "save_s", "%s: BGSAVE under writes, save time (s)" % what),
+               (p + "save_cow_mb", "%s: BGSAVE under writes, COW (MB)" % what)]
+            + probe_labels(p + "save_", "%s: during the BGSAVE" % what)
+            + [(p + "peak_rss_mb", "%s: peak RSS (MB)" % what)]
+            + vm_labels(p + "fill_", "%s: fill" % what) + thp_labels(p, "%s: " % what))
+
+
+LABELS += GROWTH_LABELS + shape_labels()
 LABELS += [
     ("sync_catchup_s", "after the load: the replica's catch-up (s)"),
     ("sync_rdb_channel", "the sync's RDB over the rdb channel (1) or not (0)"),
@@ -196,9 +294,25 @@ def summarize(res, metrics=None):
     return out
 
 
+def value_bytes(name):
+    """large128k -> 131072, large1m -> 1048576, large300b -> 300 (shapes.value_name)."""
+    text = name[len("large"):]
+    return int(text[:-1]) * {"b": 1, "k": 1024, "m": 1 << 20}[text[-1]]
+
+
+def large_names(res):
+    """The large shape's value sizes in a folder (large128k, ...), smallest first."""
+    names = {m.split("_")[0] for (_, _, m) in res.values
+             if m.startswith("large") and m.split("_")[0][-1:] in ("b", "k", "m")}
+    return sorted(names, key=value_bytes)
+
+
 def all_labels(res):
-    """The fixed labels, then one block per steady-state round."""
+    """The fixed labels, one block per value size of the large shape, then
+    one block per steady-state round."""
     labels = list(LABELS)
+    for name in large_names(res):
+        labels += large_labels(name)
     rounds = sorted({int(m[5:].split("_")[0]) for (_, _, m) in res.values
                      if m.startswith("round")})
     for rnd in rounds:
@@ -365,12 +479,48 @@ def server_lines(res):
     if m.get("replica_config"):
         lines.append("- the replica: a fresh server of the same variant per run, with `%s`"
                      % " ".join(shlex.quote(a) for a in m["replica_config"]))
+    if m.get("growth"):
+        return lines + growth_lines(res)
     idle = {"aofrewrite": "one idle BGREWRITEAOF", "sync-disk": "one idle save",
             "sync-diskless": "one idle save"}.get(m.get("scenario"),
                                                   "%s idle saves" % m.get("idle_saves", 3))
     lines.append("- values %s bytes, load runs ~%s s: `redis-benchmark -t set -r <keys> -d %s "
                  "-c 50 -P 4`; %s" % (m.get("value_size"), m.get("load_seconds"),
                                       m.get("value_size"), idle))
+    return lines
+
+
+def growth_lines(res):
+    """The growth scenarios' settings, and what fork-thp chose in each run
+    (fork_thp_heap.csv)."""
+    m, g = res.machine, res.machine["growth"]
+    lines = ["- values %s bytes; the fill: `redis-benchmark -t set -r <keys> -n %gx<keys> -d "
+             "<value size> -c %s -P %s`, the PING probe beside it; no fork (checked)"
+             % (m.get("value_size"), g["fill_requests"], g["fill_clients"],
+                g["fill_pipeline"])]
+    if m.get("scenario") == "fill-fragmented":
+        cap = g.get("fragment_max_gb")
+        lines.append("- before each fill, the machine's free memory fragmented "
+                     "(forkbench.fragment)%s" % (", at most %g GB" % cap if cap else ""))
+    if m.get("scenario") == "shapes":
+        lines.append("- shapes %s: small %g MB; many %d x %g MB; churn in batches of %d, "
+                     "activedefrag %g s; large values %s (-P %d, BGSAVE after %g s of "
+                     "writes); maxmemory keyspace %gx, %g s at the limit"
+                     % (" ".join(g["shapes"]), g["small_mb"], g["many_servers"], g["many_mb"],
+                        g["churn_batch"], g["defrag_seconds"],
+                        " ".join(str(v) for v in g["large_values"]), g["large_pipeline"],
+                        g["save_lead_seconds"], g["maxmemory_keyspace"],
+                        g["maxmemory_seconds"]))
+    chose = {}
+    path = os.path.join(res.outdir, "fork_thp_heap.csv")
+    if os.path.exists(path):
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                chose.setdefault(r["variant"], set()).add(r["fork_thp_heap"])
+    for v in res.variants:
+        if v in chose:
+            lines.append("- %s: INFO fork_thp_heap %s" % (
+                v, "; ".join("`%s`" % c for c in sorted(chose[v]))))
     return lines
 
 
@@ -385,8 +535,9 @@ the machine's own noise."""
 
 def markdown(res, summary):
     m = res.machine
-    lines = ["# Fork cost (%s scenario): %s side by side"
-             % (m.get("scenario", "fork"), ", ".join(res.variants)), ""]
+    title = "A dataset growing" if m.get("growth") else "Fork cost"
+    lines = ["# %s (%s scenario): %s side by side"
+             % (title, m.get("scenario", "fork"), ", ".join(res.variants)), ""]
     for p in problems(res):
         lines += ["**Not fit to publish: %s.**" % p, ""]
     lines += ["## Machine", ""] + machine_lines(m) + [""]

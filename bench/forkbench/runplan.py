@@ -11,7 +11,8 @@
   Estimate          the time left, for the progress lines. A run's duration
                     is first taken from a model of its phases (model_seconds:
                     populate, idle saves, calibration, load runs, the other
-                    fork sites' replica and idle fork, at the
+                    fork sites' replica and idle fork, the growth
+                    scenarios' fills and shapes, at the
                     seconds per GB of a small 2-core machine);
                     once runs finish, every remaining estimate is scaled by
                     (time the finished runs took) / (what the model said for
@@ -39,6 +40,15 @@ FULL_PASS_S_PER_GB = 1024.0 / 256
 # Server start and stop, INFO, the probe's start and tail, per run.
 SETUP_S = 4.0
 PROBE_S = 0.6
+# The growth scenarios (forkbench.growth): redis-benchmark's fill of
+# 256-byte values, -c 20 -P 16, some 1.5 x 2.6 million SETs per GB; a
+# fill of large values (MB of values per second, pipeline 1); the Lua
+# churn (two passes over 2/3 of the keys); a fragmenter touching and
+# freeing the machine's free memory.
+FILL_S_PER_GB = 14.0
+LARGE_FILL_S_PER_GB = 4.0
+CHURN_S_PER_GB = 8.0
+FRAGMENT_S = 15.0
 
 
 def rotations(seq):
@@ -79,8 +89,27 @@ def plan_runs(sizes, orders):
     return runs
 
 
+def growth_seconds(run, args):
+    """The fill, fill-fragmented and shapes scenarios' model."""
+    if args.scenario != "shapes":
+        return (SETUP_S + FILL_S_PER_GB * run.size + PROBE_S
+                + (FRAGMENT_S if args.scenario == "fill-fragmented" else 0.0))
+    shape = {"small": SETUP_S + 1.0,
+             "many": args.many_servers * (SETUP_S / 2 + POPULATE_S_PER_GB * args.many_mb / 1024),
+             "churn": (SETUP_S + (POPULATE_S_PER_GB + CHURN_S_PER_GB) * run.size
+                       + args.defrag_seconds + PROBE_S),
+             "large": len(args.large_values) * (
+                 SETUP_S + LARGE_FILL_S_PER_GB * run.size + SAVE_S_PER_GB * run.size
+                 + args.save_lead_seconds + 2 * PROBE_S),
+             "maxmemory": (SETUP_S + FILL_S_PER_GB * run.size + args.maxmemory_seconds
+                           + PROBE_S)}
+    return sum(shape[name] for name in args.shapes)
+
+
 def model_seconds(run, args):
     """What one run should take by the model (see the module's comment)."""
+    if args.scenario in ("fill", "fill-fragmented", "shapes"):
+        return growth_seconds(run, args)
     save = SAVE_S_PER_GB * run.size
     load = max(args.load_seconds, 3.0 * save) + PROBE_S
     base = SETUP_S + POPULATE_S_PER_GB * run.size + args.calibrate_seconds

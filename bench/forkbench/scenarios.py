@@ -1,4 +1,4 @@
-"""The scenarios: one server's run (fork: idle saves and a save under load; steady: rounds of load and save with the re-collapse; the other fork sites: forkbench.sites)."""
+"""The scenarios: one server's run (fork: idle saves and a save under load; steady: rounds of load and save with the re-collapse; the other fork sites: forkbench.sites; a dataset growing and the shapes: forkbench.growth)."""
 import shutil
 import statistics
 import time
@@ -185,7 +185,9 @@ def finish_memory(srv, fig):
 
 def run_one(run, args, say):
     """One server, one size, one repetition: its figures (metric -> value)."""
-    from . import sites   # sites builds on this module's phases
+    from . import growth, sites   # both build on this module's phases
+    if args.scenario in growth.SCENARIOS:
+        return growth.run_one(run, args, say)
     tag = "%sgb_%s_r%d" % (fmt_size(run.size), run.variant, run.rep)
     srv, work = start_server(run.variant, args, sites.site_config(args.scenario))
     fig = {}

@@ -135,8 +135,22 @@ def direction(metric):
     """Which side of a metric is good: "higher" (throughput, huge pages
     kept), None (figures that only describe the run), else "lower"."""
     if (metric in ("keys", "sync_rdb_channel") or metric.endswith("_load_s")
-            or metric.endswith("_outlasted_load")):
+            or metric.endswith("_outlasted_load") or describes_growth(metric)):
         return None
-    if metric.endswith("rps") or metric.endswith("huge_after_mb"):
+    if (metric.endswith("rps") or metric.endswith("huge_after_mb")
+            or metric.endswith("ping_per_s")):
         return "higher"
     return "lower"
+
+
+# The growth scenarios' figures that describe the run (forkbench.growth):
+# the machine-wide vmstat counters, what fork-thp chose and held, the
+# fragmenter's, how many keys the fill or the eviction left, and how many
+# round trips (a longer fill makes more; the rate, ping_per_s, compares).
+GROWTH_DESCRIBES = ("_vm_", "fork_thp_on", "fork_thp_tables_", "fragment_", "free_2m_",
+                    "anon_huge_mb", "_dbsize", "evicted_keys", "defrag_hits", "ping_count",
+                    "at_limit_s")
+
+
+def describes_growth(metric):
+    return any(part in metric for part in GROWTH_DESCRIBES)

@@ -31,7 +31,8 @@ unmodified), so the docs never show figures that are not in the
 repository. A folder taken on uncommitted changes, or whose servers of a
 size got different key counts, is refused unless the marker allows it; it
 is then marked as not fit to publish. Each scenario's folders show its
-rows (DOC_METRICS; the other fork sites': site_doc_metrics); steady-scenario
+rows (DOC_METRICS; the other fork sites': site_doc_metrics; the shapes':
+doc_metrics); steady-scenario
 folders also get fork-thp's targets (forkbench.targets). Only the standard
 library is needed.
 """
@@ -71,6 +72,33 @@ def site_doc_metrics(p, idle):
 DOC_METRICS["aofrewrite"] = site_doc_metrics("rewrite", "idle_rewrite_fork_ms")
 DOC_METRICS["sync-disk"] = site_doc_metrics("sync", "idle_fork_ms_median")
 DOC_METRICS["sync-diskless"] = DOC_METRICS["sync-disk"]
+
+# The growth scenarios (forkbench.growth): the probe during the fill, the
+# fill's throughput and length, memory, what huge pages the machine gave,
+# what fork-thp chose.
+DOC_METRICS["fill"] = ["fill_max_ping_ms", "fill_ping_p999_ms", "fill_ping_p99_ms",
+                       "fill_ping_per_s", "fill_ping_count", "fill_rps", "fill_s", "rss_mb",
+                       "anon_huge_mb", "fill_vm_thp_fault_alloc", "fill_vm_compact_stall",
+                       "fork_thp_on", "fork_thp_tables_held_total", "fork_thp_tables_not_held"]
+DOC_METRICS["fill-fragmented"] = (["fragment_share", "free_2m_after_mb"]
+                                  + DOC_METRICS["fill"])
+SHAPES_DOC = ["small_empty_rss_mb", "small_rss_mb", "many_rss_mb", "churn_rss_mb",
+              "churn_defrag_rss_mb", "churn_max_ping_ms", "churn_ping_p99_ms",
+              "maxmem_peak_rss_mb", "maxmem_rss_vs_maxmemory", "maxmem_max_ping_ms",
+              "maxmem_ping_p99_ms", "maxmem_rps", "maxmem_evicted_keys", "small_fork_thp_on",
+              "maxmem_fork_thp_on"]
+LARGE_DOC = ["rss_mb", "fill_max_ping_ms", "fill_ping_p99_ms", "save_max_ping_ms",
+             "save_ping_p99_ms", "save_fork_ms"]
+
+
+def doc_metrics(res):
+    """The rows a folder shows: its scenario's, and for shapes one block
+    per value size of the large shape."""
+    scenario = res.machine.get("scenario", "fork")
+    if scenario != "shapes":
+        return DOC_METRICS.get(scenario, DOC_METRICS["fork"])
+    large = [n + "_" + k for n in report.large_names(res) for k in LARGE_DOC]
+    return SHAPES_DOC[:7] + large + SHAPES_DOC[7:]
 
 
 class Refused(Exception):
@@ -112,9 +140,10 @@ def folder_tables(path, top, allow):
     res = report.read(os.path.join(top, path))
     problems = report.problems(res)
     check_publishable(res, path, allow)
-    metrics = DOC_METRICS.get(res.machine.get("scenario", "fork"), DOC_METRICS["fork"])
+    metrics = doc_metrics(res)
     summary = report.summarize(res, set(metrics))
-    labels = [(k, dict(report.LABELS)[k]) for k in metrics]
+    known = dict(report.all_labels(res))
+    labels = [(k, known[k]) for k in metrics]
     lines = [heading(res, path), ""]
     lines += ["- **Not fit to publish**: %s." % p for p in problems]
     if problems:

@@ -20,6 +20,9 @@ VARIANTS = {
     "afork-thp": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "0"]),
     "afork-thp-collapse": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
                                      str(COLLAPSE_RATE_MB_S)]),
+    # fork-thp auto: on or off as the server decides from the machine
+    # (INFO fork_thp says which; the growth scenarios record it).
+    "afork-thp-auto": ("afork", ["--fork-thp", "auto"]),
     # The same without warming the huge page before each collapse: the
     # ablation of fork-thp-collapse-warm and its back-off
     # (docs/investigations/2026-11-26-fork-thp-collapse-warm-up.md).
@@ -44,6 +47,11 @@ SCENARIOS = {
     "aofrewrite": "stock redis-afork afork-thp-collapse",
     "sync-disk": "stock redis-afork afork-thp-collapse",
     "sync-diskless": "stock redis-afork afork-thp-collapse",
+    # fork-thp's default (forkbench.growth): stock, redis-afork as shipped,
+    # fork-thp auto and fork-thp yes with its defaults.
+    "fill": "stock redis-afork afork-thp-auto afork-thp-collapse",
+    "fill-fragmented": "stock redis-afork afork-thp-auto afork-thp-collapse",
+    "shapes": "stock redis-afork afork-thp-auto afork-thp-collapse",
 }
 
 
@@ -59,7 +67,7 @@ SITE_LOAD_FACTOR = {"aofrewrite": 3.0, "sync-disk": 6.0, "sync-diskless": 6.0}
 # is unknown, so it gets a margin.
 MEMORY_FACTOR = {"stock": 2.0, "redis-afork": 2.0, "afork-thp": 2.1,
                  "afork-thp-collapse": 2.1, "afork-thp-onevma": 2.1,
-                 "afork-thp-nowarm": 2.1}
+                 "afork-thp-nowarm": 2.1, "afork-thp-auto": 2.1}
 
 
 PEER_MEMORY_FACTOR = 2.25
@@ -77,7 +85,18 @@ MEMORY_EXTRA = 512 * MIB
 SCENARIO_MEMORY_FACTOR = {"sync-disk": 2.0, "sync-diskless": 2.0}
 
 
+# Scenarios without a fork under writes (forkbench.growth), as a multiple
+# of the size, for every server: a fill from empty holds the dataset and
+# what huge pages and the allocator add (1.3x); the shapes' largest need
+# is the large values' BGSAVE under writes: the fill's random keys leave
+# some of the keyspace for the load to add (1.3x the size at most), and
+# each of those pages copied once.
+GROWTH_MEMORY_FACTOR = {"fill": 1.3, "fill-fragmented": 1.3, "shapes": 2.7}
+
+
 def memory_factor(variant, scenario="fork"):
+    if scenario in GROWTH_MEMORY_FACTOR:
+        return GROWTH_MEMORY_FACTOR[scenario]
     return (MEMORY_FACTOR.get(variant, PEER_MEMORY_FACTOR)
             + SCENARIO_MEMORY_FACTOR.get(scenario, 0.0))
 
