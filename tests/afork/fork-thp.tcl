@@ -144,8 +144,16 @@ set ::thp_deprecated {
     fork-thp-collapse-warm yes fork_thp_collapse_warm 0 0
 }
 
+# The default (AFORK_THP_DEFAULT); the other servers set fork-thp.
 start_server {tags {"afork external:skip"}} {
-    test {fork-thp is off by default and cannot change at runtime} {
+    test {fork-thp is no by default} {
+        assert_equal [lindex [r config get fork-thp] 1] no
+        assert_equal [thp_info fork_thp_heap] off
+    }
+}
+
+start_server {tags {"afork external:skip"} overrides {fork-thp no}} {
+    test {fork-thp no: off, and it cannot change at runtime} {
         assert_equal [lindex [r config get fork-thp] 1] no
         assert_equal [thp_info fork_thp] 0
         assert_equal [thp_info fork_thp_auto] 0
@@ -208,7 +216,7 @@ start_server {tags {"afork external:skip"}} {
     }
 
     test {fork-thp-vma-size: auto, 0 or whole huge pages, at least 4mb} {
-        foreach bad {3mb 2mb 1} {
+        foreach bad {3mb 2mb 5mb 1} {
             assert_error {*fork-thp-vma-size*must be auto, 0 (off) or a multiple of 2mb, at least 4mb*} \
                 [list r config set fork-thp-vma-size $bad]
         }
@@ -261,7 +269,7 @@ start_server {tags {"afork external:skip"}} {
     }
 }
 
-start_server {tags {"afork external:skip"} overrides {fork-thp-quiet-save no fork-thp-vma-size 16mb fork-thp-collapse-warm yes}} {
+start_server {tags {"afork external:skip"} overrides {fork-thp no fork-thp-quiet-save no fork-thp-vma-size 16mb fork-thp-collapse-warm yes}} {
     test {Deprecated options in the config file: honoured, one log line each} {
         foreach {name value field auto set} $::thp_deprecated {
             assert_equal [lindex [r config get $name] 1] $value
