@@ -3,7 +3,8 @@ a fork costs them (make bench), where a save's client stalls come from
 (make bench-stalls), and the tables the docs show (forkbench.tables).
 
 Entry points (bench/ on PYTHONPATH; bench/run.sh sets it up):
-    python3 -m forkbench            make bench (cli; the other fork sites: sites)
+    python3 -m forkbench            make bench (cli; the other fork sites: sites;
+                                    a dataset growing and the shapes: growth, shapes)
     python3 -m forkbench.stalls     make bench-stalls
     python3 -m forkbench.tables     the docs' tables, --update / --check
     python3 -m forkbench.targets    fork-thp's targets of a steady run

@@ -2,9 +2,10 @@
 # bench-smoke.sh -- make bench's tools end to end on tiny sizes (a few MB):
 # python3 -m forkbench with REPEAT=2 and stock Redis once more as a peer,
 # the steady scenario and forkbench.child_gaps on it, the other fork sites
-# (aofrewrite, sync-disk, sync-diskless; 45-60 s of the total),
+# (aofrewrite, sync-disk, sync-diskless; 45-60 s of the total), the growth
+# scenarios (fill, fill-fragmented, shapes; about 40 s),
 # forkbench.stalls without perf, forkbench.tables on the run's own results;
-# about 110 s. So
+# about 150 s. So
 # the benchmark cannot rot: every figure has its spread and verdict, the
 # order of the variants changed between repetitions, unusable peers are
 # skipped and reported, the machine is recorded, the plots are real PNGs,
@@ -322,6 +323,171 @@ else
     err "forkbench.tables on the aofrewrite scenario" "$(cat "$site_repo/README.md")"
 fi
 echo "bench smoke: the fork sites took $((SECONDS - site_start)) s"
+
+# The growth scenarios (forkbench.growth, forkbench.shapes): a fill from
+# empty by redis-benchmark with the probe beside it (REPEAT=2, the four
+# servers), the same on a host whose free memory is fragmented (the
+# fragmenter capped at 32 MB), and every shape at a tiny size; no fork in
+# any (the runs check it). Here: every figure of every server, what
+# fork-thp chose, the plots, the tables of a fill folder, and the
+# fragmenter's and the many shape's refusals.
+growth_start=$SECONDS
+fill_ok=no
+if log=$("$top/bench/run.sh" --scenario fill --sizes 0.004 --repeat 2 \
+        --idle-check-seconds 1 --out "$work/fill" --scratch "$work" 2>&1); then
+    fill_ok=yes
+else
+    err "bench fill scenario" "bench/run.sh failed: $(tail -5 <<<"$log")"
+fi
+if log2=$("$top/bench/run.sh" --scenario fill-fragmented --sizes 0.004 --repeat 1 \
+        --variants "stock afork-thp-collapse" --fragment-max-gb 0.032 \
+        --idle-check-seconds 1 --out "$work/fill-frag" --scratch "$work" 2>&1); then
+    fill_ok=$fill_ok-yes
+else
+    err "bench fill-fragmented scenario" "bench/run.sh failed: $(tail -5 <<<"$log2")"
+fi
+if log3=$("$top/bench/run.sh" --scenario shapes --sizes 0.004 --repeat 1 \
+        --variants "stock afork-thp-auto" --small-mb 2 --many-servers 2 --many-mb 2 \
+        --defrag-seconds 0.3 --large-values "131072 1048576" --save-lead-seconds 0.3 \
+        --maxmemory-seconds 0.3 --idle-check-seconds 1 --out "$work/shapes" \
+        --scratch "$work" 2>&1); then
+    fill_ok=$fill_ok-yes
+else
+    err "bench shapes scenario" "bench/run.sh failed: $(tail -5 <<<"$log3")"
+fi
+if [ $fill_ok = yes-yes-yes ]; then
+    if check=$(python3 - "$work" <<'PY' 2>&1
+import csv, json, os, struct, sys
+work = sys.argv[1]
+problems = []
+def rows(folder):
+    raw = {}
+    for r in csv.DictReader(open(os.path.join(work, folder, "results.csv"))):
+        raw[(r["variant"], r["rep"], r["metric"])] = float(r["value"])
+    return raw
+def png(folder, name):
+    data = open(os.path.join(work, folder, name), "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or struct.unpack(">II", data[16:24])[0] < 600:
+        problems.append("%s/%s is not a real PNG" % (folder, name))
+fill_need = ["keys", "empty_rss_mb", "fill_s", "fill_rps", "fill_p99_ms", "fill_max_ping_ms",
+             "fill_ping_p999_ms", "fill_ping_p99_ms", "fill_ping_count", "fill_ping_per_s",
+             "fill_dbsize", "used_memory_mb", "rss_mb", "peak_rss_mb", "anon_huge_mb",
+             "fill_vm_thp_fault_alloc", "fill_vm_compact_stall"]
+raw = rows("fill")
+variants = ("stock", "redis-afork", "afork-thp-auto", "afork-thp-collapse")
+for v in variants:
+    for rep in ("1", "2"):
+        for m in fill_need:
+            if (v, rep, m) not in raw:
+                problems.append("fill: %s rep %s lacks %s" % (v, rep, m))
+        # INFO fork's fork_thp: redis-afork's servers only, forced on for yes
+        on = raw.get((v, rep, "fork_thp_on"))
+        if (on is None) != (v == "stock") or (v == "afork-thp-collapse" and on != 1):
+            problems.append("fill: %s rep %s fork_thp_on %s" % (v, rep, on))
+        if raw.get((v, rep, "fill_ping_count"), 0) < 1:
+            problems.append("fill: %s rep %s: no PING round trip during the fill" % (v, rep))
+keys = {raw.get((v, r, "keys")) for v in variants for r in ("1", "2")}
+if len(keys) != 1:
+    problems.append("fill: keyspaces differ between servers: %s" % keys)
+chose = list(csv.DictReader(open(os.path.join(work, "fill", "fork_thp_heap.csv"))))
+if {r["variant"] for r in chose} != set(variants[1:]) or len(chose) != 6:
+    problems.append("fill: fork_thp_heap.csv has %s" % chose)
+md = open(os.path.join(work, "fill", "results.md")).read()
+for text in ("# A dataset growing (fill scenario)", "| fill: worst PING round trip (ms) |",
+             "| fill: PING p99.9 (ms) |", "afork-thp-auto: INFO fork_thp_heap `",
+             "-c 20 -P 16`"):
+    if text not in md:
+        problems.append("fill results.md lacks %r" % text)
+plots = {x["file"]: x["series"] for x in json.load(open(os.path.join(work, "fill", "plots.json")))}
+lines = {(x["variant"], x["rep"]) for x in plots.get("fill_timeline_0.004gb.png", [])
+         if x["points"] > 0}
+if lines != {(v, r) for v in variants for r in (1, 2)}:
+    problems.append("fill timeline overlays %s" % sorted(lines))
+png("fill", "fill_timeline_0.004gb.png")
+png("fill", "fill_latency_vs_size.png")
+
+raw = rows("fill-frag")
+for v in ("stock", "afork-thp-collapse"):
+    for m in fill_need + ["fragment_mapped_mb", "fragment_kept_mb", "fragment_share",
+                          "free_2m_before_mb", "free_2m_after_mb", "free_2m_end_mb"]:
+        if (v, "1", m) not in raw:
+            problems.append("fill-fragmented: %s lacks %s" % (v, m))
+    # capped at 32 MB: mapped 32 MB (less a page pair at most), half of it kept
+    mapped = raw.get((v, "1", "fragment_mapped_mb"), 0)
+    if not 32.7 < mapped <= 32.77 or raw.get((v, "1", "fragment_kept_mb")) != mapped / 2:
+        problems.append("fill-fragmented: %s mapped %s MB, kept %s" % (
+            v, mapped, raw.get((v, "1", "fragment_kept_mb"))))
+
+raw = rows("shapes")
+shape_need = ["small_empty_rss_mb", "small_rss_mb", "many_empty_rss_mb", "many_rss_mb",
+              "keys", "churn_before_rss_mb", "churn_rss_mb", "churn_defrag_rss_mb",
+              "churn_max_ping_ms", "churn_ping_p99_ms", "churn_defrag_max_ping_ms",
+              "churn_defrag_hits", "maxmem_max_ping_ms", "maxmem_ping_p99_ms",
+              "maxmem_fill_max_ping_ms", "maxmem_evicted_keys", "maxmem_peak_rss_mb",
+              "maxmem_rss_vs_maxmemory", "maxmem_rps"]
+for name in ("large128k", "large1m"):
+    shape_need += [name + k for k in ("_fill_max_ping_ms", "_fill_ping_p99_ms", "_rss_mb",
+                                      "_save_fork_ms", "_save_s", "_save_max_ping_ms",
+                                      "_save_ping_p99_ms", "_peak_rss_mb")]
+for v in ("stock", "afork-thp-auto"):
+    for m in shape_need:
+        if (v, "1", m) not in raw:
+            problems.append("shapes: %s lacks %s" % (v, m))
+    if raw.get((v, "1", "maxmem_evicted_keys"), 0) < 1:
+        problems.append("shapes: %s evicted no key past maxmemory" % v)
+for m in ("small_fork_thp_on", "many_fork_thp_on", "maxmem_fork_thp_on"):
+    if ("afork-thp-auto", "1", m) not in raw or ("stock", "1", m) in raw:
+        problems.append("shapes: %s only for redis-afork's servers" % m)
+md = open(os.path.join(work, "shapes", "results.md")).read()
+for text in ("| small: RSS of an empty server (MB) |", "| 1 MB values: RSS after the fill (MB) |",
+             "| maxmemory: peak RSS / maxmemory |", "| activedefrag: worst PING round trip (ms) |"):
+    if text not in md:
+        problems.append("shapes results.md lacks %r" % text)
+png("shapes", "shapes_vs_stock_0.004gb.png")
+print("\n".join(problems) or "ok")
+sys.exit(1 if problems else 0)
+PY
+); then
+        ok "bench fill, fill-fragmented and shapes: every server's figures, fork-thp's choice, plots"
+    else
+        err "bench growth scenarios" "$check"
+    fi
+    # forkbench.tables on the fill folder: its rows with spreads and verdicts.
+    fill_repo=$work/fill-repo
+    mkdir -p "$fill_repo/res"
+    cp "$work/fill"/{results.csv,machine.json,runs.csv} "$fill_repo/res/"
+    python3 - "$fill_repo/res/machine.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["dirty"] = False                      # the smoke runs on any checkout
+m["source"]["checkout"]["describe"] = "abc1234"
+json.dump(m, open(sys.argv[1], "w"))
+PY
+    printf '# t\n\n<!-- bench-tables: res -->\n<!-- /bench-tables -->\n' >"$fill_repo/README.md"
+    git -C "$fill_repo" init -q && git -C "$fill_repo" add -A &&
+        git -C "$fill_repo" -c user.name=t -c user.email=t@localhost commit -qm results
+    if PYTHONPATH=$top/bench python3 -m forkbench.tables --update "$fill_repo/README.md" &&
+            grep -q '^\*\*fill scenario\*\*' "$fill_repo/README.md" &&
+            grep -qE '^\| fill: worst PING round trip \(ms\) \| [0-9.]+ \[[0-9.]+–[0-9.]+\] \|.*\| (within noise|one run) \|' \
+                "$fill_repo/README.md"; then
+        ok "forkbench.tables: a fill folder's tables"
+    else
+        err "forkbench.tables on the fill scenario" "$(cat "$fill_repo/README.md")"
+    fi
+fi
+# Fragmenting all but a tenth of what the servers would need: refused up
+# front, the share it could fragment said.
+avail_gb=$(awk '/^MemAvailable:/ { print $2 / 1048576 }' /proc/meminfo)
+frag_size=$(python3 -c "print(round(0.9 * ($avail_gb - 0.5) / 1.3, 2))")
+expect_fail "bench refuses to fragment when the servers would be left too little" \
+    "fill-fragmented at $frag_size GB: the servers need .* only [0-9]+% of the free memory" \
+    "$top/bench/run.sh" --scenario fill-fragmented --sizes "$frag_size" --variants stock \
+    --out "$work/refused"
+expect_fail "bench refuses a many shape that does not fit" \
+    'the many shape does not fit: 100000 servers of 100 MB need' \
+    "$top/bench/run.sh" --scenario shapes --sizes 0.004 --many-servers 100000 --variants stock \
+    --out "$work/refused"
+echo "bench smoke: the growth scenarios took $((SECONDS - growth_start)) s"
 
 # forkbench.stalls (make bench-stalls) without perf: its tables, and the
 # host's steal time beside each of the worst round trips.
