@@ -296,3 +296,40 @@ def test_growth_labels_unique_and_cover_the_tables():
     assert set(tables.SHAPES_DOC) <= known
     large = dict(report.large_labels("large128k"))
     assert {"large128k_" + k for k in tables.LARGE_DOC} <= set(large)
+
+
+class FakeServer:
+    """What growth asks of a server: INFO sections."""
+
+    def __init__(self, **sections):
+        self.sections = sections
+
+    def info(self, section):
+        return dict(self.sections.get(section, {}))
+
+
+def test_a_fork_fails_the_run():
+    growth.no_forks(FakeServer(stats={"total_forks": "0"}), "the fill")
+    growth.no_forks(FakeServer(stats={}), "the fill")          # a peer that does not count
+    with pytest.raises(RuntimeError, match="2 forks during the fill"):
+        growth.no_forks(FakeServer(stats={"total_forks": "2"}), "the fill")
+
+
+def test_what_fork_thp_chose_is_recorded(tmp_path):
+    args = types.SimpleNamespace(out=str(tmp_path))
+    run = runplan.Run(1, 2, 0.5, "afork-thp-auto", 1)
+    fig = {}
+    heap = 'off: auto: "maxmemory is 4 MiB"'
+    growth.server_thp(FakeServer(fork={"fork_thp": "0", "fork_thp_heap": heap}), args, run,
+                      fig, "maxmem_")
+    growth.server_thp(FakeServer(fork={"fork_thp": "1", "fork_thp_heap": "on"}), args,
+                      run._replace(variant="redis-afork"), fig)
+    assert fig == {"maxmem_fork_thp_on": 0, "fork_thp_on": 1}
+    import csv
+    rows = list(csv.DictReader(open(tmp_path / "fork_thp_heap.csv")))
+    assert [(r["variant"], r["rep"], r["server"], r["fork_thp_heap"]) for r in rows] == [
+        ("afork-thp-auto", "2", "maxmem", "off: auto: 'maxmemory is 4 MiB'"),
+        ("redis-afork", "2", "fill", "on")]
+    # stock: nothing recorded
+    growth.server_thp(FakeServer(), args, run._replace(variant="stock"), fig)
+    assert len(list(csv.DictReader(open(tmp_path / "fork_thp_heap.csv")))) == 2
