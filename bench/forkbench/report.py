@@ -535,7 +535,8 @@ the machine's own noise."""
 
 def markdown(res, summary):
     m = res.machine
-    title = "A dataset growing" if m.get("growth") else "Fork cost"
+    title = {"fill": "A dataset growing", "fill-fragmented": "A dataset growing",
+             "shapes": "Where huge pages have hurt"}.get(m.get("scenario"), "Fork cost")
     lines = ["# %s (%s scenario): %s side by side"
              % (title, m.get("scenario", "fork"), ", ".join(res.variants)), ""]
     for p in problems(res):

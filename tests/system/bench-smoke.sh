@@ -439,7 +439,8 @@ for m in ("small_fork_thp_on", "many_fork_thp_on", "maxmem_fork_thp_on"):
     if ("afork-thp-auto", "1", m) not in raw or ("stock", "1", m) in raw:
         problems.append("shapes: %s only for redis-afork's servers" % m)
 md = open(os.path.join(work, "shapes", "results.md")).read()
-for text in ("| small: RSS of an empty server (MB) |", "| 1 MB values: RSS after the fill (MB) |",
+for text in ("# Where huge pages have hurt (shapes scenario)",
+             "| small: RSS of an empty server (MB) |", "| 1 MB values: RSS after the fill (MB) |",
              "| maxmemory: peak RSS / maxmemory |", "| activedefrag: worst PING round trip (ms) |"):
     if text not in md:
         problems.append("shapes results.md lacks %r" % text)
