@@ -207,7 +207,11 @@ def headline(dirs, top, allow):
         res = report.read(os.path.join(top, path))
         check_publishable(res, path, allow)
         scenario = res.machine.get("scenario", "fork")
-        fork, stall = HEADLINE_METRICS.get(scenario, HEADLINE_METRICS["fork"])
+        if scenario not in HEADLINE_METRICS:
+            # the growth scenarios fork nowhere: nothing for these columns
+            raise Refused("%s: the %s scenario has no fork for a headline; show it with a "
+                          "bench-tables block" % (path, scenario))
+        fork, stall = HEADLINE_METRICS[scenario]
         summary = report.summarize(res, {fork, stall})
         variants = [res.baseline] + [v for v in res.variants if v != res.baseline]
         for size in res.sizes:

@@ -259,6 +259,13 @@ def test_fill_tables(tmp_path):
     assert folder
 
 
+def test_no_headline_for_a_growth_folder(tmp_path):
+    write_results(tmp_path / "fill", fill_values(), variants=("stock", "afork-thp-auto"),
+                  scenario="fill")
+    with pytest.raises(tables.Refused, match="the fill scenario has no fork for a headline"):
+        tables.headline(["fill"], str(tmp_path), set())
+
+
 def shapes_values(size=1.0):
     vals = {}
     for v, k in (("stock", 1.0), ("afork-thp-auto", 1.5)):
