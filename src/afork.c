@@ -89,7 +89,7 @@ static int quietWindowWanted(void) {
 
 /* main(), after the config is read and before linuxMemoryWarnings(). */
 void aforkConfigLoaded(void) {
-    aforkThpHeapSetup(probeRoot());
+    aforkThpHeapSetup(probeRoot(), aforkSystemReadVmPageReporting(probeRoot()));
 }
 
 /* linuxMemoryWarnings(): leave THP on (skip upstream's disabling). */
@@ -245,6 +245,22 @@ void aforkEventLoopSample(long long usec) {
     aforkStatsLoopSample(usec);
     aforkSystemAllowReads(!window_open);
     aforkThpLoopSample(usec, window_open);
+}
+
+/* ------------------------------------------------------ keyspace rehash */
+
+/* kvstore.c: a keyspace dict (a database's keys or expires, or a cluster
+ * slot's) starts a rehash into a new table. The main thread. */
+void aforkTableRehashing(const void *table, size_t bytes) {
+    aforkThpTableRehashing(table, bytes);
+}
+
+/* kvstore.c: that rehash is over, or the dict is emptied or released (then
+ * perhaps in a lazy-free bio thread). */
+void aforkTableDone(const void *old_table, size_t old_bytes, const void *new_table,
+                    size_t new_bytes) {
+    aforkThpTableDone(old_table, old_bytes);
+    aforkThpTableDone(new_table, new_bytes);
 }
 
 /* ------------------------------------------------------ the quiet window */

@@ -33,6 +33,11 @@ void aforkChildGone(void);
 int aforkCron(void);     /* 1 = skip this tick */
 void aforkEventLoopSample(long long usec);
 
+/* A keyspace dict's rehash (kvstore.c's rehashing callbacks). */
+void aforkTableRehashing(const void *table, size_t bytes);
+void aforkTableDone(const void *old_table, size_t old_bytes, const void *new_table,
+                    size_t new_bytes);
+
 /* What the quiet window holds back (serverLogRaw, purges, bio threads,
  * bugReportStart). */
 int aforkLogDefer(int level, const char *msg);

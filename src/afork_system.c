@@ -221,6 +221,11 @@ static int readVmPageReporting(const char *root) {
     return reporting;
 }
 
+/* The same, read now: fork-thp auto decides before aforkSystemInit(). */
+int aforkSystemReadVmPageReporting(const char *root) {
+    return readVmPageReporting(root);
+}
+
 /* serverCron (or startup): refresh the cached values from the files under
  * root; with_smaps asks the reader thread for a new AnonHugePages figure. */
 void aforkSystemRefresh(const char *root, int with_smaps) {

@@ -30,10 +30,12 @@
  *
  * The last two hold on every machine fork-thp runs on, so they are always
  * on unless set. The deprecated options log one line the first time they
- * are set (at startup or by CONFIG SET).
+ * are set (at startup or by CONFIG SET). With no setting at all, a keyspace
+ * table being rehashed into stays in 4 KiB pages until the rehash is done
+ * (afork_thp_tables.c).
  *
  * This file holds the settings, the entry points afork.c calls and the
- * INFO fields; it reaches the other three through afork_thp_int.h. afork.c
+ * INFO fields; it reaches the other four through afork_thp_int.h. afork.c
  * calls in after the config is read (the re-exec), at startup, before each
  * fork, each event-loop iteration (with whether a quiet window is open),
  * when a child is gone, and at exit (the thread is joined).
@@ -71,12 +73,13 @@ static struct {
 
 /* main(), after the config is read and before linuxMemoryWarnings(). root:
  * fork-probe-root ("" for the real /proc and /sys). With fork-thp auto the
- * decision is thpHeapAuto()'s, made again after a re-exec. */
-void aforkThpHeapSetup(const char *root) {
+ * decision is thpHeapAuto()'s, made again after a re-exec. vm_page_reporting:
+ * the VM reports free pages to its host (as INFO vm_free_page_reporting). */
+void aforkThpHeapSetup(const char *root, int vm_page_reporting) {
     char why[192];
     int autom = afork_fork_thp == AFORK_THP_AUTO && !server.sentinel_mode;
     thp.asked = afork_fork_thp == AFORK_THP_YES;
-    if (autom) thp.asked = thpHeapAuto(root, thpCollapseScanWorks(), why, sizeof(why));
+    if (autom) thp.asked = thpHeapAuto(root, thpCollapseScanWorks(), vm_page_reporting, why, sizeof(why));
     thp.heap = thpHeapSetup(thp.asked, autom ? why : NULL, root, thp.status, sizeof(thp.status));
 }
 
@@ -185,6 +188,17 @@ void aforkThpChildGone(void) {
     if (afork_thp_collapse_rate_mb > 0) thpCollapseRequestPass();
 }
 
+/* A keyspace dict starts a rehash into table, bytes long. */
+void aforkThpTableRehashing(const void *table, size_t bytes) {
+    if (thp.heap) thpTablesHold(table, bytes);
+}
+
+/* A keyspace dict's rehash is over or the dict goes: table (old or new)
+ * may be in huge pages again. */
+void aforkThpTableDone(const void *table, size_t bytes) {
+    if (thp.heap) thpTablesRelease(table, bytes);
+}
+
 /* CONFIG RESETSTAT. */
 void aforkThpReset(void) {
     thpCounters *c = thpCollapseCounters();
@@ -203,8 +217,8 @@ void aforkThpReset(void) {
 sds aforkThpInfo(sds info) {
     thpCounters *c = thpCollapseCounters();
     long long passes, ranges, failures, pauses, usec, before, after, cuts, warm_usec, max_usec;
-    long long host_waits;
-    int paused, running;
+    long long host_waits, table_holds, table_full;
+    int paused, running, tables_held;
     char state[64];
     atomicGet(c->passes, passes);
     atomicGet(c->ranges, ranges);
@@ -218,6 +232,7 @@ sds aforkThpInfo(sds info) {
     atomicGet(c->max_usec, max_usec);
     atomicGet(c->host_waits, host_waits);
     thpCollapseStatus(state, sizeof(state), &paused, &running);
+    thpTablesCounts(&tables_held, &table_holds, &table_full);
     return sdscatprintf(info,
         "fork_thp:%d\r\n"
         "fork_thp_auto:%d\r\n"
@@ -242,11 +257,15 @@ sds aforkThpInfo(sds info) {
         "fork_thp_vma_size_auto:%d\r\n"
         "fork_thp_vma_cuts:%lld\r\n"
         "latest_fork_thp_collapse_huge_before_bytes:%lld\r\n"
-        "latest_fork_thp_collapse_huge_after_bytes:%lld\r\n",
+        "latest_fork_thp_collapse_huge_after_bytes:%lld\r\n"
+        "fork_thp_tables_held:%d\r\n"
+        "fork_thp_tables_held_total:%lld\r\n"
+        "fork_thp_tables_not_held:%lld\r\n",
         thp.asked, afork_fork_thp == AFORK_THP_AUTO, thp.status, afork_thp_collapse_rate_mb,
         quietSaveOn(), afork_thp_quiet_save == AFORK_THP_TUNE_AUTO,
         thp.quiet_saves, paused, afork_thp_collapse_rate_mb <= 0 && running ? "off" : state,
         passes, ranges, failures, pauses, usec, max_usec,
         collapseWarmOn() && thpHostWarmReady(), afork_thp_collapse_warm == AFORK_THP_TUNE_AUTO,
-        warm_usec, host_waits, vmaSize(), vmaSizeAuto(), cuts, before, after);
+        warm_usec, host_waits, vmaSize(), vmaSizeAuto(), cuts, before, after,
+        tables_held, table_holds, table_full);
 }

@@ -31,7 +31,7 @@ extern char *afork_thp_vma_size;
 int aforkThpVmaSizeValid(char *val, const char **err);
 void aforkThpDeprecatedSet(const char *name);
 
-void aforkThpHeapSetup(const char *root);
+void aforkThpHeapSetup(const char *root, int vm_page_reporting);
 int aforkThpHeapWanted(void);
 void aforkThpInit(int vm_page_reporting);
 void aforkThpConfigChanged(void);
@@ -40,6 +40,8 @@ void aforkThpLoopSample(long long usec, int window_open);
 void aforkThpForkFailed(void);
 void aforkThpChildGone(void);
 void aforkThpStop(void);
+void aforkThpTableRehashing(const void *table, size_t bytes);
+void aforkThpTableDone(const void *table, size_t bytes);
 void aforkThpReset(void);
 sds aforkThpInfo(sds info);
 

@@ -171,7 +171,7 @@ static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
         p->stopped = 1;
         return;
     }
-    long long t0 = ustime();
+    long long gen = thpTablesGeneration(), t0 = ustime();
     int rc = madvise((void *)(uintptr_t)addr, THP_HUGE_SIZE, MADV_COLLAPSE);
     long long took = ustime() - t0;
     atomicIncr(counters.usec, took);
@@ -179,6 +179,8 @@ static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
     if (rc == 0) {
         atomicIncr(counters.ranges, 1);
         p->collapsed++;
+    } else if (errno == EINVAL && thpTablesExplain(addr, gen)) {
+        /* a keyspace table held in 4 KiB pages (afork_thp_tables.c) */
     } else if (errno == EINVAL) {
         p->no_collapse = 1;
     } else {

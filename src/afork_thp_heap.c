@@ -19,8 +19,13 @@
  * 4 KiB copy-on-write of 5.8, MADV_COLLAPSE of 6.1 and PAGEMAP_SCAN of 6.7
  * for the re-collapse, without which every save after the first forks a
  * split heap again; THP not "never" nor disabled for the process; jemalloc
- * and a config the re-exec can read again) and where the memory the
- * process may use is large enough for the fork to cost something. The
+ * and a config the re-exec can read again), where the memory the process
+ * may use is large enough for the fork to cost something, and not in a VM
+ * whose balloon reports free memory to its host: the host takes freed
+ * memory back, and the first write to each huge page the heap grows into
+ * then waits while the host backs all of its 2 MiB, a stall of the main
+ * thread on every new huge page that 4 KiB pages spread out (the p99 of a
+ * client while a dataset grows is several times stock's there). The
  * kernel release, the THP mode, /proc/meminfo and the cgroup files are read
  * under fork-probe-root, so that tests can show each refusal.
  *
@@ -218,7 +223,8 @@ static void reexecWithThp(const char *how) {
  * why in why (for INFO fork_thp_heap and the log). root: fork-probe-root;
  * pagemap_scan: PAGEMAP_SCAN works (the collapse thread's probe). The first
  * reason that holds is given: the kernel, THP, then the memory. */
-int thpHeapAuto(const char *root, int pagemap_scan, char *why, size_t size) {
+int thpHeapAuto(const char *root, int pagemap_scan, int vm_page_reporting, char *why,
+                size_t size) {
     int major, minor;
     char mode[16];
     const char *what = NULL;
@@ -243,6 +249,9 @@ int thpHeapAuto(const char *root, int pagemap_scan, char *why, size_t size) {
         snprintf(why, size, "redis-server is not built with jemalloc");
     else if (configFromStdin() && strcmp(aforkJemallocOpt("opt.thp"), "always") != 0)
         snprintf(why, size, STDIN_REFUSAL);
+    else if (vm_page_reporting)
+        snprintf(why, size, "this VM reports free memory to its host (virtio balloon), so the "
+                 "first write to each huge page waits for the host to back 2 MiB");
     else if (limit >= 0 && limit < AUTO_MIN_MEMORY)
         snprintf(why, size, "%s is %lld MiB, under %lld MiB: fork() copies few page tables anyway",
                  what, limit >> 20, AUTO_MIN_MEMORY >> 20);

@@ -1,11 +1,12 @@
 /* afork_thp_int.h -- what the files of fork-thp share with each other.
  *
  * fork-thp is one module under the hub: afork.c calls afork_thp.c only
- * (afork_thp.h), and afork_thp.c calls the three files below it, declared
- * here. Calls go one way: afork_thp.c calls all three, the collapse thread
+ * (afork_thp.h), and afork_thp.c calls the four files below it, declared
+ * here. Calls go one way: afork_thp.c calls all four, the collapse thread
  * calls the heap's cut and the host's warm-up, handing them its gate and
- * its counters as arguments, and the heap and host code call nothing of
- * fork-thp themselves.
+ * its counters as arguments, and asks the tables code whether a refused
+ * collapse was a held table; the heap, host and tables code call nothing
+ * of fork-thp themselves.
  *
  *   afork_thp.c            the settings, the entry points, INFO
  *   afork_thp_heap.c       the heap in huge pages (re-exec, fork-thp auto's
@@ -14,6 +15,8 @@
  *                          it ends
  *   afork_thp_host.c       a VM's host: the warm-up that probes it, the
  *                          waits while it is busy
+ *   afork_thp_tables.c     keyspace tables in 4 KiB pages while they are
+ *                          rehashed into
  *
  * ----------------------------------------------------------------------------
  *
@@ -50,7 +53,8 @@ typedef struct {
 } thpCounters;
 
 /* afork_thp_heap.c */
-int thpHeapAuto(const char *root, int pagemap_scan, char *why, size_t size);
+int thpHeapAuto(const char *root, int pagemap_scan, int vm_page_reporting, char *why,
+                size_t size);
 int thpHeapSetup(int wanted, const char *auto_why, const char *root, char *status, size_t size);
 int thpHeapMapping(const char *maps_line, uint64_t *start, uint64_t *end);
 int thpHeapCut(uint64_t start, uint64_t end, uint64_t size, int all, thpGateFn *gate,
@@ -62,6 +66,13 @@ void thpHostInit(void);
 int thpHostWarmReady(void);
 int thpHostIsWarmMapping(uint64_t start, uint64_t end);
 int thpHostWaitQuick(int warm, int *pass_waits, thpGateFn *gate, thpCounters *c);
+
+/* afork_thp_tables.c */
+void thpTablesHold(const void *table, size_t bytes);
+void thpTablesRelease(const void *table, size_t bytes);
+long long thpTablesGeneration(void);
+int thpTablesExplain(uint64_t addr, long long gen);
+void thpTablesCounts(int *held, long long *holds, long long *full);
 
 /* afork_thp_collapse.c */
 int thpCollapseScanWorks(void);

@@ -350,16 +350,27 @@ if {$why ne ""} {
     afork_skip "fork-thp with transparent huge pages: $why"
 } else {
 start_server {tags {"afork external:skip"} overrides {fork-thp auto}} {
-    test {fork-thp auto on this machine: on, and why (kernel, THP mode, memory)} {
-        assert_equal [thp_info fork_thp] 1
-        assert_equal [thp_info fork_thp_auto] 1
-        assert_match "on: auto: kernel $kmajor.$kminor with MADV_COLLAPSE and PAGEMAP_SCAN, THP *, * MiB of memory (*)" \
-            [thp_info fork_thp_heap]
-        assert_equal [thp_info jemalloc_opt_thp] always
-        assert_equal [thp_info fork_thp_collapse_status] ready
-        assert_equal [llength [thp_log_lines {*fork-thp auto: the keyspace is in transparent huge pages*kernel*}]] 1
-        # Decided once, before the re-exec and again after it: one process.
-        assert_equal [s process_id] [srv 0 pid]
+    if {[thp_info vm_free_page_reporting]} {
+        test {fork-thp auto on this machine, a VM that reports free memory to its host: off, and why} {
+            assert_equal [thp_info fork_thp] 0
+            assert_equal [thp_info fork_thp_auto] 1
+            assert_match "off: auto: this VM reports free memory to its host*" [thp_info fork_thp_heap]
+            assert_equal [llength [thp_log_lines {*fork-thp auto: off: this VM reports free memory*}]] 1
+            # Decided before any re-exec: no restart.
+            assert_equal [thp_log_lines {*restarting once*}] {}
+        }
+    } else {
+        test {fork-thp auto on this machine: on, and why (kernel, THP mode, memory)} {
+            assert_equal [thp_info fork_thp] 1
+            assert_equal [thp_info fork_thp_auto] 1
+            assert_match "on: auto: kernel $kmajor.$kminor with MADV_COLLAPSE and PAGEMAP_SCAN, THP *, * MiB of memory (*)" \
+                [thp_info fork_thp_heap]
+            assert_equal [thp_info jemalloc_opt_thp] always
+            assert_equal [thp_info fork_thp_collapse_status] ready
+            assert_equal [llength [thp_log_lines {*fork-thp auto: the keyspace is in transparent huge pages*kernel*}]] 1
+            # Decided once, before the re-exec and again after it: one process.
+            assert_equal [s process_id] [srv 0 pid]
+        }
     }
 }
 
@@ -370,9 +381,20 @@ set balloon {sys/bus/virtio/devices/virtio0/device "0x0005\n"
 foreach {name more warm} [list no-balloon {} 0 reporting-balloon [subst $balloon] 1] {
     set root [thp_fake_machine $name 6.18.4 madvise 2097152 $more]
     start_server [list tags {"afork external:skip"} overrides [list fork-thp auto fork-probe-root $root]] {
-        test "fork-thp auto on a fake machine, $name: on, warm-up $warm" {
-            assert_equal [thp_info fork_thp_heap] \
-                "on: auto: kernel 6.18 with MADV_COLLAPSE and PAGEMAP_SCAN, THP madvise, 2048 MiB of memory (MemTotal)"
+        test "fork-thp auto on a fake machine, $name: [expr {$warm ? {off} : {on}}]" {
+            if {$warm} {
+                assert_equal [thp_info fork_thp_heap] \
+                    "off: auto: this VM reports free memory to its host (virtio balloon), so the first write to each huge page waits for the host to back 2 MiB"
+                assert_equal [thp_info fork_thp] 0
+            } else {
+                assert_equal [thp_info fork_thp_heap] \
+                    "on: auto: kernel 6.18 with MADV_COLLAPSE and PAGEMAP_SCAN, THP madvise, 2048 MiB of memory (MemTotal)"
+            }
+        }
+    }
+    start_server [list tags {"afork external:skip"} overrides [list fork-thp yes fork-probe-root $root]] {
+        test "fork-thp yes on a fake machine, $name: warm-up $warm" {
+            assert_equal [thp_info fork_thp_heap] on
             assert_equal [thp_info vm_free_page_reporting] $warm
             assert_equal [thp_info fork_thp_collapse_warm] $warm
             assert_equal [thp_info fork_thp_collapse_warm_auto] 1
