@@ -334,15 +334,16 @@ int aforkSystemCheck(sds *msg) {
            sys.thp_enabled, sys.thp_defrag, sys.thp_process_disabled,
            kernelHasThpCowSplit() ? "has" : "lacks");
     printf("VM free page reporting: %s\n", sys.vm_page_reporting
-               ? "yes (a virtio balloon hands every freed 2 MiB block to the host; fork-thp's"
-                 " re-collapse frees and takes such blocks after each save: docs/reference.md,"
-                 " vm_free_page_reporting)"
+               ? "yes (a virtio balloon hands every freed 2 MiB block to the host: a growing"
+                 " heap in huge pages waits for the host at each new huge page, and fork-thp's"
+                 " re-collapse frees and takes such blocks after each save; fork-thp auto stays"
+                 " off here: docs/reference.md, vm_free_page_reporting)"
                : "no");
     if (!strcmp(sys.thp_enabled, "never") && kernelHasThpCowSplit()) {
         *msg = sdsnew("Transparent huge pages are 'never': the keyspace stays in 4 KiB pages, so fork()"
                       " copies about 512 times more page-table entries than with huge pages. On this"
                       " kernel (>= 5.8) huge pages no longer make copy-on-write after fork() worse:"
-                      " consider 'madvise' with fork-thp yes.");
+                      " consider 'madvise' with fork-thp auto.");
         return -1;
     }
     return 1;
