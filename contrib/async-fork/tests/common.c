@@ -1,5 +1,6 @@
 /* common.c -- shared helpers of the fork-semantics test suite: knobs,
- * output, patterned memory, mappings, child processes, pipes, /proc readers. */
+ * output, patterned memory, mappings, child processes, pipes, /proc readers,
+ * the kernel's Async-fork state and log. */
 #include "common.h"
 
 #include <errno.h>
@@ -8,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/klog.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -404,4 +408,65 @@ long read_long_file(const char *path)
     if (strncmp(buf, "max", 3) == 0)
         return -2;
     return strtol(buf, NULL, 10);
+}
+
+int afork_active(void)
+{
+    long mode = read_long_file("/proc/sys/vm/async_fork");
+
+    if (mode < 0)
+        return -1;
+    return mode == 2 || (mode == 1 && prctl(PR_GET_ASYNC_FORK, 0, 0, 0, 0) == 1);
+}
+
+unsigned long long vmstat_counter(const char *name)
+{
+    char key[64];
+    unsigned long long val, found = 0;
+    FILE *f = fopen("/proc/vmstat", "r");
+
+    if (!f)
+        return 0;
+    while (fscanf(f, "%63s %llu", key, &val) == 2)
+        if (strcmp(key, name) == 0)
+            found = val;
+    fclose(f);
+    return found;
+}
+
+int kernel_log_count(const char *what, char *last, size_t len)
+{
+    int size = klogctl(10 /* SYSLOG_ACTION_SIZE_BUFFER */, NULL, 0), n, count = 0;
+    char *buf, *p, *q;
+
+    if (size <= 0)
+        return -1;
+    buf = malloc((size_t)size + 1);
+    if (!buf)
+        return -1;
+    n = klogctl(3 /* SYSLOG_ACTION_READ_ALL */, buf, size);
+    if (n < 0) {
+        free(buf);
+        return -1;
+    }
+    buf[n] = 0;
+    for (p = buf; (p = strstr(p, what)) != NULL; p++) {
+        count++;
+        if (last) {
+            q = strchr(p, '\n');
+            snprintf(last, len, "%.*s", q ? (int)(q - p) : (int)strlen(p), p);
+        }
+    }
+    free(buf);
+    return count;
+}
+
+void pin_to_cpu(int cpu)
+{
+    cpu_set_t one;
+
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0)
+        die_errno("sched_setaffinity");
 }

@@ -106,6 +106,20 @@ int write_file(const char *path, const char *text);
 /* Read a file's first line as a long; -1 on error, -2 for "max". */
 long read_long_file(const char *path);
 
+/* The interface of the Async-fork kernel patch (see README.md). */
+#define PR_SET_ASYNC_FORK 0x41464b01
+#define PR_GET_ASYNC_FORK 0x41464b02
+/* 1 if forks of this process leave page tables to the child, 0 if not, -1
+ * if the kernel has no asynchronous fork at all. */
+int afork_active(void);
+/* One counter of /proc/vmstat (0 when absent). */
+unsigned long long vmstat_counter(const char *name);
+/* How many times @what occurs in the kernel log (-1 if unreadable); the line
+ * of the last one in @last. */
+int kernel_log_count(const char *what, char *last, size_t len);
+/* Run the calling thread on @cpu only (aborts on failure). */
+void pin_to_cpu(int cpu);
+
 /* Test tables of each source file. */
 extern const struct test_case snapshot_tests[];
 extern const struct test_case vma_tests[];
@@ -113,6 +127,8 @@ extern const struct test_case kind_tests[];
 extern const struct test_case lifecycle_tests[];
 extern const struct test_case session_tests[];
 extern const struct test_case failpath_tests[];
+extern const struct test_case failrace_tests[];
+extern const struct test_case pinned_tests[];
 extern const struct test_case forktime_tests[];
 
 /* Entry of the exec'ed helper used by vfork/posix_spawn tests. */

@@ -19,80 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/klog.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PR_GET_ASYNC_FORK 0x41464b02
 #define CG_ROOT "/sys/fs/cgroup"
-
-/* 1 if forks of this process leave page tables to the child, 0 if not, -1
- * if the kernel has no asynchronous fork at all. */
-static int async_fork_active(void)
-{
-    long mode = read_long_file("/proc/sys/vm/async_fork");
-
-    if (mode < 0)
-        return -1;
-    return mode == 2 || (mode == 1 && prctl(PR_GET_ASYNC_FORK, 0, 0, 0, 0) == 1);
-}
-
-/* One counter of /proc/vmstat (0 when absent). */
-static unsigned long long vmstat(const char *name)
-{
-    char key[64];
-    unsigned long long val, found = 0;
-    FILE *f = fopen("/proc/vmstat", "r");
-
-    if (!f)
-        return 0;
-    while (fscanf(f, "%63s %llu", key, &val) == 2)
-        if (strcmp(key, name) == 0)
-            found = val;
-    fclose(f);
-    return found;
-}
-
-/* The number of "WARNING:" lines in the kernel log; the last in *last. */
-static int kernel_warnings(char *last, size_t len)
-{
-    int size = klogctl(10 /* SYSLOG_ACTION_SIZE_BUFFER */, NULL, 0), n, count = 0;
-    char *buf, *p, *q;
-
-    if (size <= 0)
-        return -1;
-    buf = malloc((size_t)size + 1);
-    if (!buf)
-        return -1;
-    n = klogctl(3 /* SYSLOG_ACTION_READ_ALL */, buf, size);
-    if (n < 0) {
-        free(buf);
-        return -1;
-    }
-    buf[n] = 0;
-    for (p = buf; (p = strstr(p, "WARNING:")) != NULL; p++) {
-        count++;
-        if (last) {
-            q = strchr(p, '\n');
-            snprintf(last, len, "%.*s", q ? (int)(q - p) : (int)strlen(p), p);
-        }
-    }
-    free(buf);
-    return count;
-}
-
-static void pin_to_cpu(int cpu)
-{
-    cpu_set_t one;
-
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    if (sched_setaffinity(0, sizeof(one), &one) != 0)
-        die_errno("sched_setaffinity");
-}
 
 /* --- ro-thp-force-write ------------------------------------------------ */
 
@@ -176,8 +109,8 @@ static void thp_member(struct thp_shared *s, const char *procs, size_t mib, doub
         busy[p * WORDS_PER_PAGE] = p;
     atomic_store(&s->stage, 1);
     thp_wait_stage(s, 2);
-    deferred = vmstat("async_fork_deferred");
-    failed = vmstat("async_fork_sessions_failed");
+    deferred = vmstat_counter("async_fork_deferred");
+    failed = vmstat_counter("async_fork_sessions_failed");
     /* The child on our CPU, SCHED_OTHER under our SCHED_FIFO: it starts
      * (and copies) only once we wait for it. */
     pin_to_cpu(0);
@@ -194,8 +127,8 @@ static void thp_member(struct thp_shared *s, const char *procs, size_t mib, doub
     if (child > 0)
         while (waitpid(child, &s->child_status, 0) < 0 && errno == EINTR)
             ;
-    s->deferred = vmstat("async_fork_deferred") - deferred;
-    s->failed = vmstat("async_fork_sessions_failed") - failed;
+    s->deferred = vmstat_counter("async_fork_deferred") - deferred;
+    s->failed = vmstat_counter("async_fork_sessions_failed") - failed;
     atomic_store(&s->stage, 5);
     thp_wait_stage(s, 6);
 
@@ -256,7 +189,7 @@ static int ro_thp_force_write(void)
 {
     size_t mib = scaled(512, 256);
     double limit = 20;
-    int active = async_fork_active(), rc = 0, status = 0, ended = 1;
+    int active = afork_active(), rc = 0, status = 0, ended = 1;
     char dir[128], path[256], value[32], how[96] = "";
     struct thp_shared *s;
     cpu_set_t saved;
@@ -400,7 +333,7 @@ static int killed_waiter(void)
 {
     size_t size = scaled(256, 64) * MIB, npages = size / PAGE_SIZE;
     struct sched_param fifo = { .sched_priority = 1 }, other = { 0 };
-    int active = async_fork_active(), rc = 0, waited = 0, reaped = 0, cmd[2];
+    int active = afork_active(), rc = 0, waited = 0, reaped = 0, cmd[2];
     int warn_before, warn_after, st;
     char desc[128], last[256] = "";
     struct waiter_cmd wc;
@@ -412,7 +345,7 @@ static int killed_waiter(void)
 
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
         return fail("needs 2 CPUs: the writer runs beside the parent");
-    warn_before = kernel_warnings(NULL, 0);
+    warn_before = kernel_log_count("WARNING:", NULL, 0);
     pipe_or_die(cmd);
     /* The writer is forked first: its mm does not hold the region. */
     waiter = fork_or_die();
@@ -471,7 +404,7 @@ static int killed_waiter(void)
     if (!reaped)
         wait_child(waiter, desc, sizeof(desc));
     wait_child(child, desc, sizeof(desc));
-    warn_after = kernel_warnings(last, sizeof(last));
+    warn_after = kernel_log_count("WARNING:", last, sizeof(last));
     info("the writer %s (state %c seen); the child: %s",
          waited ? "was SIGKILLed while it waited for the child's copy" :
          "did not wait for the child", state, desc);

@@ -18,13 +18,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 
-/* The interface the Async-fork kernel patch provides (see README.md). */
-#define PR_SET_ASYNC_FORK 0x41464b01
-#define PR_GET_ASYNC_FORK 0x41464b02
-
 static const struct test_case *const tables[] = {
     snapshot_tests, vma_tests, kind_tests, lifecycle_tests, session_tests, failpath_tests,
-    forktime_tests,
+    failrace_tests, pinned_tests, forktime_tests,
 };
 
 static const struct test_case *find_test(const char *name)

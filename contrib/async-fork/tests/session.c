@@ -18,7 +18,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PR_GET_ASYNC_FORK 0x41464b02
 
 /* The async_fork_* lines of /proc/vmstat, by name. */
 enum counter {
