@@ -24,8 +24,7 @@
  * whose balloon reports free memory to its host: the host takes freed
  * memory back, and the first write to each huge page the heap grows into
  * then waits while the host backs all of its 2 MiB, a stall of the main
- * thread on every new huge page that 4 KiB pages spread out (the p99 of a
- * client while a dataset grows is several times stock's there). The
+ * thread on every new huge page that 4 KiB pages spread out. The
  * kernel release, the THP mode, /proc/meminfo and the cgroup files are read
  * under fork-probe-root, so that tests can show each refusal.
  *

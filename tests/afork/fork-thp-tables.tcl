@@ -58,18 +58,6 @@ proc start_rehash {prefix} {
     if {![rehashing]} { fail "the keyspace is not being rehashed: [r debug htstats [expr {$::singledb ? 0 : 9}]]" }
 }
 
-proc save_and_wait_pass {} {
-    set passes [tables_info fork_thp_collapse_passes]
-    r bgsave
-    waitForBgsave r
-    wait_for_condition 300 100 {
-        [tables_info fork_thp_collapse_passes] > $passes &&
-        [tables_info fork_thp_collapse_status] eq "ready"
-    } else {
-        fail "no collapse pass after the save within 30 s"
-    }
-}
-
 start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-command yes activerehashing no}} {
     set pid [srv 0 pid]
     if {[tables_info fork_thp_heap] ne "on"} {

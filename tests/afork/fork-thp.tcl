@@ -59,19 +59,6 @@ proc thp_dontfork_mappings {pid} {
     return $found
 }
 
-# A whole BGSAVE, then the collapse pass after it.
-proc save_and_wait_pass {} {
-    set passes [thp_info fork_thp_collapse_passes]
-    r bgsave
-    waitForBgsave r
-    wait_for_condition 300 100 {
-        [thp_info fork_thp_collapse_passes] > $passes &&
-        [thp_info fork_thp_collapse_status] eq "ready"
-    } else {
-        fail "no collapse pass after the save within 30 s"
-    }
-}
-
 # A BGSAVE that runs until save_stop (with rdb-key-save-delay set).
 proc save_start {} {
     r bgsave

@@ -81,3 +81,16 @@ proc afork_wait_no_child {pid} {
 proc stop_bg_child {pid} {
     catch {exec pkill -USR1 -P $pid}
 }
+
+# fork-thp: a whole BGSAVE, then the collapse pass after it.
+proc save_and_wait_pass {} {
+    set passes [getInfoProperty [r info fork] fork_thp_collapse_passes]
+    r bgsave
+    waitForBgsave r
+    wait_for_condition 300 100 {
+        [getInfoProperty [r info fork] fork_thp_collapse_passes] > $passes &&
+        [getInfoProperty [r info fork] fork_thp_collapse_status] eq "ready"
+    } else {
+        fail "no collapse pass after the save within 30 s"
+    }
+}
