@@ -247,7 +247,7 @@ void aforkEventLoopSample(long long usec) {
     aforkThpLoopSample(usec, window_open);
 }
 
-/* ------------------------------------------------------ keyspace rehash */
+/* ------------------------------------------------------ dict rehash */
 
 /* kvstore.c: a keyspace dict (a database's keys or expires, or a cluster
  * slot's) starts a rehash into a new table. The main thread. */
@@ -261,6 +261,24 @@ void aforkTableDone(const void *old_table, size_t old_bytes, const void *new_tab
                     size_t new_bytes) {
     aforkThpTableDone(old_table, old_bytes);
     aforkThpTableDone(new_table, new_bytes);
+}
+
+/* The bytes of a dict's table idx (0 when it has none). */
+static size_t dictTableBytes(dict *d, int idx) {
+    return d->ht_table[idx] ? DICTHT_SIZE(d->ht_size_exp[idx]) * sizeof(dictEntry *) : 0;
+}
+
+/* A collection's dict (a hash, set or sorted set with millions of members
+ * has a table as large as a keyspace's) starts a rehash. The main thread. */
+void aforkDictRehashingStarted(dict *d) {
+    aforkThpTableRehashing(d->ht_table[1], dictTableBytes(d, 1));
+}
+
+/* That rehash is over, or the dict is emptied or released (then perhaps in
+ * a lazy-free bio thread). */
+void aforkDictRehashingCompleted(dict *d) {
+    aforkThpTableDone(d->ht_table[0], dictTableBytes(d, 0));
+    aforkThpTableDone(d->ht_table[1], dictTableBytes(d, 1));
 }
 
 /* ------------------------------------------------------ the quiet window */

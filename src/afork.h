@@ -38,6 +38,12 @@ void aforkTableRehashing(const void *table, size_t bytes);
 void aforkTableDone(const void *old_table, size_t old_bytes, const void *new_table,
                     size_t new_bytes);
 
+/* A hash's, set's or sorted set's dict: the rehashing callbacks of their
+ * dictTypes (server.c, t_hash.c). */
+struct dict;
+void aforkDictRehashingStarted(struct dict *d);
+void aforkDictRehashingCompleted(struct dict *d);
+
 /* What the quiet window holds back (serverLogRaw, purges, bio threads,
  * bugReportStart). */
 int aforkLogDefer(int level, const char *msg);

@@ -1,9 +1,11 @@
-/* afork_thp_tables.c -- a keyspace table that is being rehashed stays in
+/* afork_thp_tables.c -- a dict table that is being rehashed stays in
  * 4 KiB pages until its rehash is done (fork-thp).
  *
- * When a keyspace dict grows, Redis allocates a table twice the size and
- * moves the entries into it incrementally: a few buckets per command, each
- * entry to a slot that its hash picks, so anywhere in the new table. With
+ * When a dict grows (a keyspace dict, or the dict of a hash, set or sorted
+ * set, whose table is as large with millions of members), Redis allocates
+ * a table twice the size and moves the entries into it incrementally: a
+ * few buckets per command, each entry to a slot that its hash picks, so
+ * anywhere in the new table. With
  * the heap in huge pages, the first write into each 2 MiB of the new table
  * faults in a huge page and zeroes all of it, and the few hundred commands
  * of one event-loop iteration write all over the table: nearly every huge
@@ -40,8 +42,8 @@
 #include <sys/mman.h>
 
 #define TABLE_MIN_BYTES (4ULL << 20)  /* smaller tables: a fault or two */
-#define TABLE_SLOTS 64                /* the keyspace and expires dicts of
-                                         the databases that rehash at once */
+#define TABLE_SLOTS 64                /* the large dicts (keyspace, expires,
+                                         collections) that rehash at once */
 
 static struct {
     pthread_mutex_t lock;

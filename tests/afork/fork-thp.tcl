@@ -724,6 +724,35 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
                 }
             }
         }
+
+        # A collection with millions of members has its own dict, whose
+        # table grows like the keyspace's. 500000 members, then 100000 more:
+        # the table grows from 512Ki to 1Mi buckets (8 MiB), and each command
+        # on the key moves a bucket or two, so the rehash is under way.
+        test {fork-thp: the table of a big hash, set or sorted set being rehashed into is held too} {
+            r flushall
+            set add {
+                for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do
+                    if ARGV[3] == 'hash' then redis.call('hset', KEYS[1], 'f' .. i, 'v')
+                    elseif ARGV[3] == 'set' then redis.call('sadd', KEYS[1], 'm' .. i)
+                    else redis.call('zadd', KEYS[1], i, 'm' .. i) end
+                end
+            }
+            foreach type {hash set zset} {
+                set before [nohuge_ranges $pid]
+                set total [tables_info fork_thp_tables_held_total]
+                r eval $add 1 big 1 500000 $type
+                r eval $add 1 big 500001 600000 $type
+                assert_equal $type [r type big]
+                assert_match "*rehashing target*" [r debug htstats-key big]
+                assert_equal [tables_info fork_thp_tables_held] 1
+                assert_morethan [tables_info fork_thp_tables_held_total] $total
+                assert_morethan_equal [ranges_outside [nohuge_ranges $pid] $before] [expr {6 << 20}]
+                r del big
+                assert_equal [tables_info fork_thp_tables_held] 0
+                assert_equal [ranges_outside [nohuge_ranges $pid] $before] 0
+            }
+        }
     }
 }
 
