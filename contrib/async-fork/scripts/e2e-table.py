@@ -8,7 +8,9 @@ RESULTS_DIR/LABEL/console.txt for each boot LABEL (e2e-stock, e2e-patched,
 e2e-optin), writes RESULTS_DIR/e2e.tsv (every round) and prints per
 kernel x size x cell the median and maximum over the rounds of: the
 parent's fork time (latest_fork_usec), the worst PING within 1 s after the
-fork, the worst PING over the save, and the event's length. The controls
+fork, the worst PING over the save (or the AOF rewrite, or the replica's
+full sync: the cells stock-rewrite, afork-rewrite, stock-sync, afork-sync),
+and the event's length. The controls
 (control-idle: the same load, no save; control-hog: a CPU hog of the save's
 length on the child's CPU) have no fork. Then, per kernel and size, the
 target ratios. --plot FILE draws fork time and worst PING per cell against
@@ -37,7 +39,10 @@ import statistics
 import sys
 
 FIELDS = ("fork_usec", "worst1s_ms", "worst_ms", "dur_ms", "base_ms", "p99_ms")
-CELLS = ("stock", "afork-on", "afork-off", "afork-preempt", "control-idle", "control-hog")
+CELLS = ("stock", "afork-on", "afork-off", "afork-preempt", "stock-rewrite", "afork-rewrite",
+         "stock-sync", "afork-sync", "control-idle", "control-hog")
+# The other fork sites: (site, stock's cell, redis-afork's cell).
+SITES = (("BGREWRITEAOF", "stock-rewrite", "afork-rewrite"), ("full sync", "stock-sync", "afork-sync"))
 KERNELS = {"e2e-stock": "stock", "e2e-patched": "patched =2", "e2e-optin": "patched =1"}
 PARENT_CAUSES = ("fault", "gup", "vma", "madvise", "zap", "exit", "fork")
 COUNTERS_MARK = "async_fork counters over the save: "
@@ -199,6 +204,9 @@ def print_table(summ):
 
 
 def ratio(a, b):
+    """a / b; not a number when either is missing (a cell not run)."""
+    if a != a or b != b:
+        return float("nan")
     return a / b if b > 0 else float("inf")
 
 
@@ -218,6 +226,12 @@ def print_ratios(summ):
               f"worst 1 s {rx(g('afork-on', 'worst1s_ms'), g('control-idle', 'worst1s_ms'))} idle control; "
               f"worst save {rx(g('afork-on', 'worst_ms'), ctl)} worse control; "
               f"CPU hog vs idle worst {rx(g('control-hog', 'worst_ms'), g('control-idle', 'worst_ms'))}")
+        for site, stock_cell, afork_cell in SITES:
+            if (kernel, mib, afork_cell) in summ or (kernel, mib, stock_cell) in summ:
+                print(f"  {'':<11} {mib:>5} MiB, {site}: fork {rx(g(afork_cell, 'fork_ms'), g(stock_cell, 'fork_ms'))} stock's; "
+                      f"worst 1 s {rx(g(afork_cell, 'worst1s_ms'), g(stock_cell, 'worst1s_ms'))} stock's; "
+                      f"worst over the site {rx(g(afork_cell, 'worst_ms'), g(stock_cell, 'worst_ms'))} stock's, "
+                      f"{rx(g(afork_cell, 'worst_ms'), ctl)} the worse control")
     base = [(m, summ[("e2e-stock", m, "stock")]["worst_ms"][0]) for k, m, c in summ if k == "e2e-stock" and c == "stock"]
     for mib, stock_worst in base:
         for kernel in ("e2e-patched", "e2e-optin"):

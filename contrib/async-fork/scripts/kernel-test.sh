@@ -42,7 +42,9 @@
 #   KERNEL_TEST_E2E_BOOTS the boots of make kernel-e2e, from "stock patched
 #                        optin" (default all three)
 #   KERNEL_TEST_E2E_CELLS the save cells of redis-latency, comma list from
-#                        stock, afork-on, afork-off, afork-preempt (default
+#                        stock, afork-on, afork-off, afork-preempt and the
+#                        other fork sites stock-rewrite, afork-rewrite,
+#                        stock-sync, afork-sync (default
 #                        stock,afork-on,afork-off)
 #   KERNEL_TEST_TESTS    comma list of steps (default all)
 #   KERNEL_TEST_SCALE    size/iteration factor (default 1, sized for CI)

@@ -79,7 +79,7 @@ static int run_one(const struct test_case *tc)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: forktest list | describe | run NAME... | exec-check SEED | probe PORT save|idle|hog DUR_MS HOG_CPU\n");
+    fprintf(stderr, "usage: forktest list | describe | run NAME... | exec-check SEED | probe PORT save|rewrite|sync|idle|hog DUR_MS HOG_CPU\n");
     return 2;
 }
 

@@ -6,6 +6,12 @@
  * time. After SETTLE_MS (the round's baseline) the main thread starts the
  * event at t0 on a second connection:
  *   save  BGSAVE, then INFO persistence every POLL_MS until the save ended;
+ *   rewrite  BGREWRITEAOF (the server has appendonly yes), then the same
+ *         polling until the rewrite ended;
+ *   sync  a replica's full sync: REPLICAOF 127.0.0.1 PORT sent to the
+ *         server on PROBE_REPLICA_PORT (started empty), then its INFO
+ *         replication every POLL_MS until its link is up; the server on
+ *         PORT must have made one more full sync (INFO stats sync_full);
  *   idle  nothing for DUR_MS (the no-save control of the same load), with
  *         the same INFO polling;
  *   hog   a CPU-bound process pinned to HOG_CPU (where the server's BGSAVE
@@ -17,9 +23,10 @@
  * worst1s: the worst round trip in flight within 1 s after t0; worst: the
  * worst in flight between t0 and the end of the event (worst_at: its start,
  * relative to t0); base: the worst of the settle period; fork_usec: Redis's
- * latest_fork_usec (save only, else 0). With PROBE_SAMPLES=FILE every round
+ * latest_fork_usec (save, rewrite and sync, else 0). With PROBE_SAMPLES=FILE every round
  * trip is written there as "ms_since_t0 rtt_ms". Exit 0 when the event ran
- * (a save must report rdb_last_bgsave_status:ok). */
+ * (a save must report rdb_last_bgsave_status:ok, a rewrite
+ * aof_last_bgrewrite_status:ok). */
 #include "common.h"
 
 #include <arpa/inet.h>
@@ -148,19 +155,69 @@ static pid_t start_hog(int cpu, double ms)
     return pid;
 }
 
-/* Poll INFO persistence until the event is over: the save ended, or, for a
- * control, until end. Returns 0, or -1 when a save failed. */
-static int wait_event(int fd, int is_save, double end)
+enum event { EV_SAVE, EV_REWRITE, EV_SYNC, EV_IDLE, EV_HOG };
+
+static int event_kind(const char *kind)
+{
+    static const char *const names[] = { "save", "rewrite", "sync", "idle", "hog" };
+    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+        if (strcmp(kind, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Poll until the event is over: the save or the rewrite ended, the
+ * replica's link (replica_fd) is up, or, for a control, until end. Returns
+ * 0, or -1 when the event failed. */
+static int wait_event(int fd, int replica_fd, int ev, double end)
 {
     static char info[65536];
     for (;;) {
         sleep_ms(POLL_MS);
+        if (ev == EV_SYNC) {
+            if (command(replica_fd, "INFO replication\r\n", info, sizeof(info)) != 0)
+                return -1;
+            if (strstr(info, "master_link_status:up"))
+                return 0;
+            continue;
+        }
         if (command(fd, "INFO persistence\r\n", info, sizeof(info)) != 0)
             return -1;
-        if (is_save && info_field(info, "rdb_bgsave_in_progress") == 0)
+        if (ev == EV_SAVE && info_field(info, "rdb_bgsave_in_progress") == 0)
             return strstr(info, "rdb_last_bgsave_status:ok") ? 0 : -1;
-        if (!is_save && now_seconds() >= end)
+        if (ev == EV_REWRITE && info_field(info, "aof_rewrite_in_progress") == 0 &&
+            info_field(info, "aof_rewrite_scheduled") == 0)
+            return strstr(info, "aof_last_bgrewrite_status:ok") ? 0 : -1;
+        if (ev >= EV_IDLE && now_seconds() >= end)
             return 0;
+    }
+}
+
+/* A field of INFO stats of the server on fd, -1 when unknown. */
+static long long stats_field(int fd, const char *name)
+{
+    static char info[65536];
+    if (command(fd, "INFO stats\r\n", info, sizeof(info)) != 0)
+        return -1;
+    return info_field(info, name);
+}
+
+/* Start the event at t0 on fd (replica_fd: the replica's connection for a
+ * sync, port the server's). 0 when it started. */
+static int start_event(int fd, int replica_fd, int ev, int port)
+{
+    static char reply[4096];
+    char cmd[64];
+    switch (ev) {
+    case EV_SAVE:
+        return command(fd, "BGSAVE\r\n", reply, sizeof(reply));
+    case EV_REWRITE:
+        return command(fd, "BGREWRITEAOF\r\n", reply, sizeof(reply));
+    case EV_SYNC:
+        snprintf(cmd, sizeof(cmd), "REPLICAOF 127.0.0.1 %d\r\n", port);
+        return command(replica_fd, cmd, reply, sizeof(reply));
+    default:
+        return 0;
     }
 }
 
@@ -213,12 +270,11 @@ static void write_samples(const char *path, double t0)
 
 int probe_main(int argc, char **argv)
 {
-    static char info[65536];
     pthread_t thread;
-    const char *kind;
+    const char *kind, *replica = getenv("PROBE_REPLICA_PORT");
     double dur_ms, t0, t_end, at = 0;
-    long long fork_usec = 0;
-    int port, hog_cpu, cmd_fd, is_save, rc;
+    long long fork_usec = 0, syncs = 0;
+    int port, hog_cpu, cmd_fd, replica_fd = -1, ev, rc;
     pid_t hog = -1;
 
     if (argc != 6)
@@ -227,32 +283,42 @@ int probe_main(int argc, char **argv)
     kind = argv[3];
     dur_ms = atof(argv[4]);
     hog_cpu = atoi(argv[5]);
-    is_save = strcmp(kind, "save") == 0;
-    if (!is_save && strcmp(kind, "idle") != 0 && strcmp(kind, "hog") != 0)
+    ev = event_kind(kind);
+    if (ev < 0)
         return 2;
+    if (ev == EV_SYNC && !replica) {
+        fprintf(stderr, "probe: sync needs PROBE_REPLICA_PORT\n");
+        return 2;
+    }
+    if (ev == EV_SYNC && (replica_fd = probe_connect(atoi(replica))) < 0)
+        return 1;
     pings.fd = probe_connect(port);
     cmd_fd = probe_connect(port);
     pings.start = malloc(PROBE_MAX_SAMPLES * sizeof(double));
     pings.rtt = malloc(PROBE_MAX_SAMPLES * sizeof(double));
     if (pings.fd < 0 || cmd_fd < 0 || !pings.start || !pings.rtt)
         return 1;
+    if (ev == EV_SYNC)
+        syncs = stats_field(cmd_fd, "sync_full");
     pthread_create(&thread, NULL, ping_loop, NULL);
     sleep_ms(SETTLE_MS);
     t0 = now_seconds();
-    if (is_save) {
-        if (command(cmd_fd, "BGSAVE\r\n", info, sizeof(info)) != 0) {
-            fprintf(stderr, "probe: BGSAVE refused: %s\n", info);
-            return 1;
-        }
-    } else if (strcmp(kind, "hog") == 0) {
-        hog = start_hog(hog_cpu, dur_ms);
+    if (start_event(cmd_fd, replica_fd, ev, port) != 0) {
+        fprintf(stderr, "probe: the %s was refused\n", kind);
+        return 1;
     }
-    rc = wait_event(cmd_fd, is_save, t0 + dur_ms / 1000.0);
+    if (ev == EV_HOG)
+        hog = start_hog(hog_cpu, dur_ms);
+    rc = wait_event(cmd_fd, replica_fd, ev, t0 + dur_ms / 1000.0);
     t_end = now_seconds();
     if (hog > 0)
         waitpid(hog, NULL, 0);
-    if (is_save && command(cmd_fd, "INFO stats\r\n", info, sizeof(info)) == 0)
-        fork_usec = info_field(info, "latest_fork_usec");
+    if (ev < EV_IDLE)
+        fork_usec = stats_field(cmd_fd, "latest_fork_usec");
+    if (rc == 0 && ev == EV_SYNC && stats_field(cmd_fd, "sync_full") != syncs + 1) {
+        fprintf(stderr, "probe: the replica's sync was not one full sync of port %d\n", port);
+        rc = -1;
+    }
     sleep_ms(AFTER_MS);
     pings.stop = 1;
     pthread_join(thread, NULL);
