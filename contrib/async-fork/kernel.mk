@@ -29,10 +29,11 @@ export KERNEL_OUT REDIS_BIN_DIR KERNEL_NO_REDIS AFORK_CACHE AFORK_APT_URI JOBS \
        KERNEL_TEST_DEBUG_SCALE KERNEL_TEST_E2E KERNEL_TEST_REDIS_MIB \
        KERNEL_TEST_REDIS_ROUNDS KERNEL_TEST_REDIS_LAT_MIB STOCK_REDIS_SERVER \
        KERNEL_TEST_REDIS_LAT_ROUNDS KERNEL_TEST_E2E_SMP KERNEL_TEST_E2E_CHECK \
-       KERNEL_TEST_E2E_MEM KERNEL_TEST_E2E_BOOTS
+       KERNEL_TEST_E2E_MEM KERNEL_TEST_E2E_BOOTS KERNEL_SELFTESTS KERNEL_SELFTESTS_BOOTS \
+       KERNEL_SELFTESTS_STEP_TIMEOUT KERNEL_SELFTESTS_TIMEOUT KERNEL_SELFTESTS_REPEAT
 
 .PHONY: kernel-src kernel-build kernel-test kernel-e2e kernel-boot kernel-trace kernel-patches \
-        kernel-clean \
+        kernel-selftests kernel-clean \
         check-deps-kernel
 
 # The harness's Debian packages, checked before anything starts (the
@@ -59,6 +60,14 @@ kernel-test: check-deps-kernel $(KERNEL_REDIS_DEP)
 # KERNEL_TEST_REDIS_LAT_MIB run a part).
 kernel-e2e: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@$(AFORK_KDIR)/scripts/kernel-test.sh e2e
+
+# The kernel's own mm selftests (tools/testing/selftests/mm of the same
+# source, static) on the stock kernel and the patched one with
+# vm.async_fork=2, two NUMA nodes, and their comparison per program and case;
+# non-zero when the patched kernel fails what the stock kernel passes.
+# KERNEL_SELFTESTS=mm-cow,mm-khugepaged runs a part (guest/mm-selftests list).
+kernel-selftests: check-deps-kernel $(KERNEL_REDIS_DEP)
+	@$(AFORK_KDIR)/scripts/kernel-selftests.sh
 
 # The patched kernel with ftrace (config/trace.config), for experiments
 # only: tracing changes timings. After kernel-build (the initramfs).

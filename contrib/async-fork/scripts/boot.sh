@@ -19,6 +19,11 @@
 #   --timeout SECS      wall-clock limit for the whole boot (default 1800)
 #   --mem MIB           guest RAM (default 6144, the most allowed here)
 #   --smp N             guest CPUs (default 2)
+#   --numa N            N NUMA nodes (default: none, one node), the RAM and
+#                       the CPUs split evenly between them (N must divide
+#                       both), a CPU socket per node (CPUs of one socket in
+#                       two nodes make the kernel warn); for the kernel's
+#                       migration selftests
 #   --kunit SUITES      comma list of KUnit suites built into the kernel: each
 #                       must report "ok" on the console (they run at boot)
 # Environment: AFORK_ACCEL=kvm|tcg forces the accelerator; KERNEL_NICE (10).
@@ -42,7 +47,7 @@ splat_re='^.*\[ *[0-9]+\.[0-9]+\] .*(BUG:|WARNING:|Oops|Kernel panic|general pro
 parse_args() {
     kernel='' initrd='' out='' label='' mode=default sysctls='' prctl=0 append='' tests=all
     expect='' scale=1 inject='' stress=20 forktime=512,1024,2048,4096 timeout=1800
-    mem=6144 smp=2 kunit=''
+    mem=6144 smp=2 kunit='' numa=0
     while [ $# -gt 0 ]; do
         case $1 in
         --kernel) kernel=$2; shift ;;
@@ -63,6 +68,7 @@ parse_args() {
         --mem) mem=$2; shift ;;
         --smp) smp=$2; shift ;;
         --kunit) kunit=$2; shift ;;
+        --numa) numa=$2; shift ;;
         *) die "unknown option $1 (see the header of $0)" ;;
         esac
         shift
@@ -71,6 +77,19 @@ parse_args() {
     [ -f "$initrd" ] || die "--initrd: no initramfs at '$initrd'."
     [ -n "$out" ] || die "--out DIR is required."
     [ -n "$label" ] || label=guest
+    if [ "$numa" -gt 0 ] && { [ $((mem % numa)) -ne 0 ] || [ $((smp % numa)) -ne 0 ]; }; then
+        die "--numa $numa must divide --mem $mem and --smp $smp."
+    fi
+}
+
+# --numa N: a RAM backend and a node per node, CPUs in contiguous ranges.
+qemu_numa_args() {
+    local i per_cpu=$((smp / numa))
+    for ((i = 0; i < numa; i++)); do
+        printf -- '-object memory-backend-ram,id=afork-node%d,size=%dM ' "$i" $((mem / numa))
+        printf -- '-numa node,nodeid=%d,cpus=%d-%d,memdev=afork-node%d ' "$i" \
+            $((i * per_cpu)) $(((i + 1) * per_cpu - 1)) "$i"
+    done
 }
 
 # KVM only where the CPU really offers it (vmx/svm) and /dev/kvm is usable.
@@ -120,7 +139,8 @@ run_qemu() {
     start=$(date +%s.%N)
     # shellcheck disable=SC2046
     nice -n "${KERNEL_NICE:-10}" timeout -k 10 "$timeout" qemu-system-x86_64 \
-        -machine pc $(qemu_accel_args "$accel") -smp "$smp" -m "$mem" \
+        -machine pc $(qemu_accel_args "$accel") -smp "$smp$([ "$numa" -gt 0 ] && echo ",sockets=$numa")" \
+        -m "$mem" $([ "$numa" -gt 0 ] && qemu_numa_args) \
         -nodefaults -display none -no-reboot -monitor none \
         -serial "file:$out/console.log" \
         -kernel "$kernel" -initrd "$initrd" -append "$(kernel_cmdline)" \
@@ -238,7 +258,7 @@ command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing: 
 mkdir -p "$out"
 : >"$out/problems.txt"
 accel=$(choose_accel)
-echo "kernel/boot[$label]: $(basename "$kernel") under QEMU ($accel, $smp CPUs, $mem MiB), mode=$mode${sysctls:+ sysctl=$sysctls}$( [ "$prctl" = 1 ] && echo ' prctl')${inject:+ inject=$inject}"
+echo "kernel/boot[$label]: $(basename "$kernel") under QEMU ($accel, $smp CPUs, $mem MiB$([ "$numa" -gt 0 ] && echo ", $numa NUMA nodes")), mode=$mode${sysctls:+ sysctl=$sysctls}$( [ "$prctl" = 1 ] && echo ' prctl')${inject:+ inject=$inject}"
 run_qemu "$accel"
 con=$out/console.txt
 clean_console

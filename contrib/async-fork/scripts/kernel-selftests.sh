@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# kernel-selftests.sh -- the kernel's own mm selftests
+# (tools/testing/selftests/mm of the same Linux 6.12 source) on the stock
+# kernel and on the patched kernel with vm.async_fork=2, and the comparison:
+# per program and per failing or skipped case, stock vs patched
+# (make kernel-selftests).
+#
+#   kernel-selftests.sh
+#
+# In order: the source trees (kernel-tree.sh prepare), the stock and the
+# patched kernels (build-kernel.sh: the kernels of make kernel-test, nothing
+# is rebuilt when they are up to date), forktest and the initramfs of make
+# kernel-test, the selftests (static, from the stock tree, into
+# KERNEL_OUT/selftests/mm) and a second cpio with them and guest/mm-selftests
+# appended to that initramfs (the kernel unpacks both), then one boot per
+# kernel with two NUMA nodes and 4 vCPUs (migration needs both nodes and
+# 3 CPUs, ksm_tests -N the nodes), each
+# step one program as guest/mm-selftests runs it, and the table
+# (selftests-table.py). Results in KERNEL_OUT/results/<timestamp>/:
+# summary.txt, phases.tsv, selftests-stock/ and selftests-patched/ (boot.sh's
+# files, console.txt with every program's output), cases.tsv, table.txt
+# (table-first.txt: before the repeats), selftests-KERNEL-repeat/.
+#
+# Exit status: 0 when the patched kernel fails nothing that the stock kernel
+# passes (a case, a program, or a clean boot: a kernel splat, panic or hang
+# only on the patched kernel counts as a failure); 1 otherwise; 2 when a
+# build or boot could not be made.
+#
+# Environment:
+#   KERNEL_SELFTESTS        comma list of steps (default: all of
+#                           guest/mm-selftests list)
+#   KERNEL_SELFTESTS_STEP_TIMEOUT  seconds per program (default 600)
+#   KERNEL_SELFTESTS_TIMEOUT       wall-clock limit per boot (default 3600)
+#   KERNEL_SELFTESTS_BOOTS  "stock patched" (default): the boots to make
+#   KERNEL_SELFTESTS_REPEAT runs again, on both kernels, of a program that
+#                           failed only on the patched kernel (default 5;
+#                           0: none); one that fails on stock too, in any
+#                           run, no longer counts (selftests-table.py)
+#   KERNEL_OUT, JOBS, CCACHE_DIR, KERNEL_NICE, REDIS_BIN_DIR, KERNEL_NO_REDIS
+#   (as for kernel-test.sh; the initramfs is the same)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+contrib=$(cd "$here/.." && pwd)
+top=$(cd "$contrib/../.." && pwd)
+out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
+export KERNEL_OUT=$out
+stock_src=$out/stock/linux
+sdir=$out/selftests
+forktest=$out/bin/forktest
+base_cpio=$out/initramfs.cpio
+cpio=$out/initramfs-selftests.cpio
+step_timeout=${KERNEL_SELFTESTS_STEP_TIMEOUT:-600}
+boot_timeout=${KERNEL_SELFTESTS_TIMEOUT:-3600}
+boots=${KERNEL_SELFTESTS_BOOTS:-stock patched}
+repeat=${KERNEL_SELFTESTS_REPEAT:-5}
+nice_level=${KERNEL_NICE:-10}
+
+die() {
+    printf 'kernel-selftests: %s\n' "$1" >&2
+    shift
+    for line in "$@"; do printf '  %s\n' "$line" >&2; done
+    exit 2
+}
+
+say() { printf '\n== %s\n' "$*"; }
+
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+phase() {
+    local name=$1 t0 rc=0
+    shift
+    t0=$(date +%s.%N)
+    "$@" || rc=$?
+    printf '%s\t%s\t%s\n' "$name" "$(since "$t0")" "$rc" >>"$results/phases.tsv"
+    return "$rc"
+}
+
+# The programs' build needs: libnuma (migration, ksm_tests) and liburing
+# (cow's and gup_longterm's io_uring cases), static.
+check_deps() {
+    local missing=()
+    [ -f /usr/include/numa.h ] && [ -f /usr/lib/x86_64-linux-gnu/libnuma.a ] || missing+=(libnuma-dev)
+    [ -f /usr/include/liburing.h ] && [ -f /usr/lib/x86_64-linux-gnu/liburing.a ] || missing+=(liburing-dev)
+    [ "${#missing[@]}" -eq 0 ] ||
+        die "the mm selftests need: apt-get install ${missing[*]}"
+}
+
+prepare_source() {
+    local deb
+    deb=$("$here/fetch-kernel.sh")
+    "$here/kernel-tree.sh" prepare "$deb"
+    "$here/kernel-tree.sh" base | tee "$results/base.txt"
+}
+
+build_kernels() {
+    say "build: stock and patched kernels (up to date: nothing to do)"
+    "$here/build-kernel.sh" stock stock || die "the stock kernel did not build."
+    "$here/build-kernel.sh" patched patched "$contrib/config/async-fork.config" ||
+        die "the patched kernel did not build."
+    cp "$out/stock/obj/afork-build.env" "$results/build-stock.env"
+    cp "$out/patched/obj/afork-build.env" "$results/build-patched.env"
+}
+
+# forktest and the initramfs of make kernel-test (guest/init runs the mm-*
+# steps too); the selftests go in a second cpio appended to it.
+build_base_initramfs() {
+    say "build: forktest and the initramfs"
+    mkdir -p "$(dirname "$forktest")"
+    gcc -static -O2 -pthread -Wall -Wextra -Werror -o "$forktest.tmp" "$contrib"/tests/*.c ||
+        die "forktest does not compile."
+    mv "$forktest.tmp" "$forktest"
+    "$here/build-initramfs.sh" "$forktest" "$base_cpio"
+}
+
+# The programs the steps run (the second word of each guest/mm-selftests
+# line), static, out of the source tree (OUTPUT=), against the tree's own
+# UAPI headers (make headers into KERNEL_OUT/selftests/hdr). khugepaged.c
+# of 6.12 uses KSFT_SKIP without including kselftest.h: it gets the header
+# with -include.
+build_selftests() {
+    local progs p t0 mmdir=$stock_src/tools/testing/selftests/mm
+    say "build: tools/testing/selftests/mm (static) from $stock_src"
+    t0=$(date +%s.%N)
+    mkdir -p "$sdir/mm"
+    nice -n "$nice_level" make -s -C "$stock_src" O="$sdir/hdr" ARCH=x86_64 headers ||
+        die "make headers failed in $stock_src."
+    progs=$(sh "$contrib/guest/mm-selftests" programs)
+    selftests_make "$mmdir" "" $(printf '%s\n' $progs | grep -vx khugepaged)
+    selftests_make "$mmdir" "-include $mmdir/../kselftest.h" $(printf '%s\n' $progs | grep -x khugepaged)
+    for p in $progs; do
+        ldd "$sdir/mm/$p" >/dev/null 2>&1 && die "$sdir/mm/$p is not static."
+    done
+    echo "$(echo "$progs" | wc -w) programs in $sdir/mm in $(since "$t0") s"
+}
+
+# selftests_make MMDIR EXTRA_CFLAGS PROGRAM...: build those programs.
+selftests_make() {
+    local mmdir=$1 extra=$2 log=$sdir/build.log
+    shift 2
+    [ $# -gt 0 ] || return 0
+    nice -n "$nice_level" make -s -C "$mmdir" -j"${JOBS:-$(nproc)}" OUTPUT="$sdir/mm" \
+        KHDR_INCLUDES="-isystem $sdir/hdr/usr/include" LDFLAGS=-static \
+        EXTRA_CFLAGS="$extra" "${@/#/$sdir/mm/}" >"$log" 2>&1 ||
+        { grep -E 'error|Error' "$log" | head -n 20 >&2; die "the mm selftests did not build ($log)."; }
+}
+
+# The second cpio: /usr/bin/mm-selftests and /usr/lib/mm-selftests/*,
+# appended to the initramfs of kernel-test (concatenated archives are
+# unpacked one after the other).
+build_cpio() {
+    local list=$sdir/cpio.list p
+    say "build: initramfs with the selftests"
+    {
+        printf 'dir /usr 0755 0 0\ndir /usr/bin 0755 0 0\ndir /usr/lib 0755 0 0\n'
+        printf 'dir /usr/lib/mm-selftests 0755 0 0\n'
+        printf 'file /usr/bin/mm-selftests %s 0755 0 0\n' "$contrib/guest/mm-selftests"
+        for p in $(sh "$contrib/guest/mm-selftests" programs); do
+            strip --strip-debug -o "$sdir/mm/$p.stripped" "$sdir/mm/$p"
+            printf 'file /usr/lib/mm-selftests/%s %s 0755 0 0\n' "$p" "$sdir/mm/$p.stripped"
+        done
+    } >"$list"
+    "$out/tools/gen_init_cpio" "$list" >"$sdir/mm.cpio"
+    cat "$base_cpio" "$sdir/mm.cpio" >"$cpio.tmp"
+    mv "$cpio.tmp" "$cpio"
+    echo "$cpio ($(($(stat -c %s "$cpio") / 1024 / 1024)) MiB)"
+}
+
+# One boot: every step, two NUMA nodes; boot.sh's verdict is read by the
+# table script (a program's FAIL is the stock kernel's too, or not).
+boot_one() {
+    local kernel=$1 suffix=${2:-} args=()
+    args=(--kernel "$out/$kernel/obj/arch/x86/boot/bzImage" --initrd "$cpio"
+          --out "$results/selftests-$kernel$suffix" --label "mm-$kernel$suffix" --mode selftests
+          --tests "$steps" --numa 2 --smp 4 --timeout "$boot_timeout"
+          --expect "$(echo "$steps" | tr , ' ')" --append "afork.timeout=$step_timeout")
+    [ "$kernel" = patched ] && args+=(--sysctl vm.async_fork=2)
+    say "boot: $kernel$([ "$kernel" = patched ] && echo ', vm.async_fork=2'), $(echo "$steps" | tr , '\n' | wc -l) programs"
+    "$here/boot.sh" "${args[@]}" || true
+    [ -s "$results/selftests-$kernel$suffix/console.txt" ] || die "the $kernel boot left no console log."
+}
+
+check_deps
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing: apt-get install qemu-system-x86"
+t_start=$(date +%s.%N)
+results=$out/results/$(date +%Y%m%d-%H%M%S)
+mkdir -p "$results"
+exec > >(tee "$results/summary.txt") 2>&1
+echo "kernel-selftests: results in $results"
+steps=${KERNEL_SELFTESTS:-$(sh "$contrib/guest/mm-selftests" list | paste -sd, -)}
+phase source prepare_source
+phase "build kernels" build_kernels
+phase "build initramfs" build_base_initramfs
+phase "build selftests" build_selftests
+phase "build cpio" build_cpio
+for k in $boots; do
+    case $k in stock | patched) ;; *) die "KERNEL_SELFTESTS_BOOTS: unknown boot '$k'" ;; esac
+    phase "boot $k" boot_one "$k"
+done
+rc=0
+python3 "$here/selftests-table.py" "$results" --steps "$steps" >"$results/table-first.txt" || rc=$?
+# A program that failed only on the patched kernel runs again, on both:
+# a failure the stock kernel shows too, in any run, is the test's or the
+# emulator's, not the series'.
+if [ "$rc" = 1 ] && [ "$repeat" -gt 0 ] && [ -s "$results/regressed-steps.txt" ]; then
+    steps_all=$steps
+    steps=$(for s in $(cat "$results/regressed-steps.txt"); do
+        for i in $(seq 1 "$repeat"); do printf '%s@%d,' "$s" "$i"; done; done)
+    steps=${steps%,}
+    for k in $boots; do
+        phase "repeat $k" boot_one "$k" -repeat
+    done
+    steps=$steps_all
+    rc=0
+    python3 "$here/selftests-table.py" "$results" --steps "$steps" >/dev/null || rc=$?
+fi
+cat "$results/table.txt"
+printf '\nphase times (s):\n'
+awk -F'\t' '{ printf "  %-22s %8.1f%s\n", $1, $2, ($3 == 0 ? "" : "  (exit " $3 ")") }' "$results/phases.tsv"
+printf '  %-22s %8.1f\n' total "$(since "$t_start")"
+case $rc in
+0) echo "kernel-selftests: the patched kernel fails nothing the stock kernel passes; results in $results" ;;
+1) echo "kernel-selftests: FAILED: the patched kernel fails what the stock kernel passes (above); results in $results" ;;
+*) echo "kernel-selftests: the table could not be made (status $rc); results in $results" ;;
+esac
+exit "$rc"
