@@ -305,11 +305,20 @@ def main():
         for status in ("fail", "skip"):
             names = sorted(set(c for c, (st, _) in s["cases"].items() if st == status) |
                            set(c for c, (st, _) in p["cases"].items() if st == status))
+            shown = {}
             for c in names:
                 ss = s["cases"].get(c, ("absent", ""))
                 ps = p["cases"].get(c, ("absent", ""))
                 why = ps[1] if ps[0] == status else ss[1]
-                notes.append("  %-5s %-7s / %-7s %s%s" % (status, ss[0], ps[0], c, (" -- " + why) if why else ""))
+                # Cases of one name (NAME, NAME #2...) alike on both: one line.
+                key = (re.sub(r" #\d+$", "", c), ss[0], ps[0], why)
+                if key in shown:
+                    shown[key] += 1
+                    continue
+                shown[key] = 1
+            for (c, st, pt, why), n in shown.items():
+                notes.append("  %-5s %-7s / %-7s %s%s%s" % (status, st, pt, c, " (x%d)" % n if n > 1 else "",
+                                                          (" -- " + why) if why else ""))
         if notes:
             lines.append(step + ":")
             lines.extend(notes)
