@@ -52,6 +52,7 @@ set_kernel=(
     ccache                       # ... twice, sharing objects (stock, patched)
     qemu-system-x86              # ... boot it (TCG where KVM does not work)
     busybox-static stress-ng     # ... and the guest's userland
+    libnuma-dev liburing-dev     # ... and the kernel's mm selftests (make kernel-selftests)
 )
 all_sets="build test bench deb kernel"
 

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 deps=$top/utils/install-deps.sh
-kernel_pkgs="qemu-system-x86 busybox-static stress-ng bison flex libelf-dev bc ccache"
+kernel_pkgs="qemu-system-x86 busybox-static stress-ng bison flex libelf-dev bc ccache libnuma-dev liburing-dev"
 
 has_all() { # has_all LIST WORDS...: every word is a line of LIST
     local list=$1 w

@@ -83,7 +83,7 @@ check_deps() {
     [ -f /usr/include/numa.h ] && [ -f /usr/lib/x86_64-linux-gnu/libnuma.a ] || missing+=(libnuma-dev)
     [ -f /usr/include/liburing.h ] && [ -f /usr/lib/x86_64-linux-gnu/liburing.a ] || missing+=(liburing-dev)
     [ "${#missing[@]}" -eq 0 ] ||
-        die "the mm selftests need: apt-get install ${missing[*]}"
+        die "the mm selftests need ${missing[*]}: utils/install-deps.sh kernel installs them"
 }
 
 prepare_source() {
