@@ -33,7 +33,7 @@ export KERNEL_OUT REDIS_BIN_DIR KERNEL_NO_REDIS AFORK_CACHE AFORK_APT_URI JOBS \
        KERNEL_SELFTESTS_STEP_TIMEOUT KERNEL_SELFTESTS_TIMEOUT KERNEL_SELFTESTS_REPEAT
 
 .PHONY: kernel-src kernel-build kernel-test kernel-e2e kernel-boot kernel-trace kernel-patches \
-        kernel-selftests kernel-clean \
+        kernel-selftests kernel-kasan kernel-clean \
         check-deps-kernel
 
 # The harness's Debian packages, checked before anything starts (the
@@ -68,6 +68,21 @@ kernel-e2e: check-deps-kernel $(KERNEL_REDIS_DEP)
 # KERNEL_SELFTESTS=mm-cow,mm-khugepaged runs a part (guest/mm-selftests list).
 kernel-selftests: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@$(AFORK_KDIR)/scripts/kernel-selftests.sh
+
+# The patched kernel built with KASAN, DEBUG_PAGEALLOC, PREEMPT, lockdep
+# and DEBUG_VM (config/kasan.config on top of debug.config): the suite
+# (fault injection included) and the KUnit tests, then the mm selftests
+# against the stock kernel's. Correctness only, never timings; hours under
+# TCG, so not in kernel-test nor CI (contrib/async-fork/README.md says how long).
+kernel-kasan: check-deps-kernel $(KERNEL_REDIS_DEP)
+	@rc=0; \
+	KERNEL_TEST_RUNS=kasan:all:vm.async_fork=2 KERNEL_TEST_DEBUG=0 KERNEL_TEST_E2E=0 \
+	    KERNEL_TEST_HOST=0 KERNEL_TEST_PROBE=0 KERNEL_TEST_TIMEOUT=$${KERNEL_TEST_TIMEOUT:-14400} \
+	    $(AFORK_KDIR)/scripts/kernel-test.sh test || rc=1; \
+	KERNEL_SELFTESTS_BOOTS="stock kasan" KERNEL_SELFTESTS_TIMEOUT=$${KERNEL_SELFTESTS_TIMEOUT:-14400} \
+	    KERNEL_SELFTESTS_STEP_TIMEOUT=$${KERNEL_SELFTESTS_STEP_TIMEOUT:-2400} \
+	    $(AFORK_KDIR)/scripts/kernel-selftests.sh || rc=1; \
+	exit $$rc
 
 # The patched kernel with ftrace (config/trace.config), for experiments
 # only: tracing changes timings. After kernel-build (the initramfs).

@@ -31,7 +31,9 @@
 #                           guest/mm-selftests list)
 #   KERNEL_SELFTESTS_STEP_TIMEOUT  seconds per program (default 600)
 #   KERNEL_SELFTESTS_TIMEOUT       wall-clock limit per boot (default 3600)
-#   KERNEL_SELFTESTS_BOOTS  "stock patched" (default): the boots to make
+#   KERNEL_SELFTESTS_BOOTS  "stock patched" (default): the boots to make;
+#                           kasan is the patched tree's KASAN build (make
+#                           kernel-kasan), compared with stock instead
 #   KERNEL_SELFTESTS_REPEAT runs again, on both kernels, of a program that
 #                           failed only on the patched kernel (default 5;
 #                           0: none); one that fails on stock too, in any
@@ -100,6 +102,12 @@ build_kernels() {
         die "the patched kernel did not build."
     cp "$out/stock/obj/afork-build.env" "$results/build-stock.env"
     cp "$out/patched/obj/afork-build.env" "$results/build-patched.env"
+    case " $boots " in *" kasan "*)
+        "$here/build-kernel.sh" patched kasan "$contrib/config/async-fork.config" \
+            "$contrib/config/debug.config" "$contrib/config/kasan.config" ||
+            die "the KASAN kernel did not build."
+        cp "$out/patched/obj-kasan/afork-build.env" "$results/build-kasan.env" ;;
+    esac
 }
 
 # forktest and the initramfs of make kernel-test (guest/init runs the mm-*
@@ -170,12 +178,14 @@ build_cpio() {
 # table script (a program's FAIL is the stock kernel's too, or not).
 boot_one() {
     local kernel=$1 suffix=${2:-} args=()
-    args=(--kernel "$out/$kernel/obj/arch/x86/boot/bzImage" --initrd "$cpio"
+    local image=$out/$kernel/obj/arch/x86/boot/bzImage
+    [ "$kernel" = kasan ] && image=$out/patched/obj-kasan/arch/x86/boot/bzImage
+    args=(--kernel "$image" --initrd "$cpio"
           --out "$results/selftests-$kernel$suffix" --label "mm-$kernel$suffix" --mode selftests
           --tests "$steps" --numa 2 --smp 4 --timeout "$boot_timeout"
           --expect "$(echo "$steps" | tr , ' ')" --append "afork.timeout=$step_timeout")
-    [ "$kernel" = patched ] && args+=(--sysctl vm.async_fork=2)
-    say "boot: $kernel$([ "$kernel" = patched ] && echo ', vm.async_fork=2'), $(echo "$steps" | tr , '\n' | wc -l) programs"
+    [ "$kernel" = stock ] || args+=(--sysctl vm.async_fork=2)
+    say "boot: $kernel$([ "$kernel" = stock ] || echo ', vm.async_fork=2'), $(echo "$steps" | tr , '\n' | wc -l) programs"
     "$here/boot.sh" "${args[@]}" || true
     [ -s "$results/selftests-$kernel$suffix/console.txt" ] || die "the $kernel boot left no console log."
 }
@@ -194,11 +204,14 @@ phase "build initramfs" build_base_initramfs
 phase "build selftests" build_selftests
 phase "build cpio" build_cpio
 for k in $boots; do
-    case $k in stock | patched) ;; *) die "KERNEL_SELFTESTS_BOOTS: unknown boot '$k'" ;; esac
+    case $k in stock | patched | kasan) ;; *) die "KERNEL_SELFTESTS_BOOTS: unknown boot '$k' (stock, patched, kasan)" ;; esac
     phase "boot $k" boot_one "$k"
 done
 rc=0
-python3 "$here/selftests-table.py" "$results" --steps "$steps" >"$results/table-first.txt" || rc=$?
+# The boot compared with stock: the KASAN build's when it is among them.
+cmp=patched
+case " $boots " in *" kasan "*) cmp=kasan ;; esac
+python3 "$here/selftests-table.py" "$results" --steps "$steps" --patched "$cmp" >"$results/table-first.txt" || rc=$?
 # A program that failed only on the patched kernel runs again, on both:
 # a failure the stock kernel shows too, in any run, is the test's or the
 # emulator's, not the series'.
@@ -212,7 +225,7 @@ if [ "$rc" = 1 ] && [ "$repeat" -gt 0 ] && [ -s "$results/regressed-steps.txt" ]
     done
     steps=$steps_all
     rc=0
-    python3 "$here/selftests-table.py" "$results" --steps "$steps" >/dev/null || rc=$?
+    python3 "$here/selftests-table.py" "$results" --steps "$steps" --patched "$cmp" >/dev/null || rc=$?
 fi
 cat "$results/table.txt"
 printf '\nphase times (s):\n'

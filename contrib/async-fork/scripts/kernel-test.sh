@@ -14,12 +14,14 @@
 #
 # Environment (make variables of the same name in kernel.mk):
 #   KERNEL_TEST_RUNS     runs to make, each KERNEL[:MODE[:SYSCTLS[:prctl]]],
-#                        KERNEL stock, patched or debug (the patched tree
-#                        with config/debug.config); default: stock, patched
+#                        KERNEL stock, patched, debug (the patched tree
+#                        with config/debug.config) or kasan (debug plus
+#                        config/kasan.config: KASAN, DEBUG_PAGEALLOC,
+#                        PREEMPT; make kernel-kasan); default: stock, patched
 #                        with the feature off, on for all, per process, and
 #                        the debug build on for all (see $default_runs)
 #   KERNEL_TEST_DEBUG=0  no debug build (and no debug run)
-#   KERNEL_TEST_DEBUG_SCALE  scale of the debug run (default 0.25)
+#   KERNEL_TEST_DEBUG_SCALE  scale of the debug and kasan runs (default 0.25)
 #   KERNEL_TEST_E2E=0    skip the Redis end-to-end boot (patched kernel,
 #                        vm.async_fork=2: redis-consistency, and the short
 #                        latency experiment, checked: redis-afork against
@@ -180,6 +182,8 @@ checkpatch_series() {
     say "checkpatch --strict: patches/"
     for p in "$contrib"/patches/*.patch; do
         [ -f "$p" ] || continue
+        # The cover letter is prose, not a patch.
+        [ "$(basename "$p")" = 0000-cover-letter.patch ] && continue
         # From the kernel tree: run inside another git checkout (ours),
         # checkpatch takes that repository for the one it checks.
         if (cd "$out/patched/linux" && ./scripts/checkpatch.pl --strict --no-tree -q "$p") \
@@ -218,6 +222,11 @@ build_kernels() {
         say "build: patched debug kernel (PROVE_LOCKING, DEBUG_VM, DEBUG_VM_PGFLAGS)"
         phase "build debug" build_one debug patched "$contrib/config/async-fork.config" \
             "$contrib/config/debug.config"
+    fi
+    if printf '%s\n' $runs | grep -q '^kasan'; then
+        say "build: patched KASAN kernel (debug + KASAN, DEBUG_PAGEALLOC, PREEMPT)"
+        phase "build kasan" build_one kasan patched "$contrib/config/async-fork.config" \
+            "$contrib/config/debug.config" "$contrib/config/kasan.config"
     fi
 }
 
@@ -265,7 +274,7 @@ measure_boot() {
 
 image_of() {
     case $1 in
-    debug) echo "$out/patched/obj-debug/arch/x86/boot/bzImage" ;;
+    debug | kasan) echo "$out/patched/obj-$1/arch/x86/boot/bzImage" ;;
     *) echo "$out/$1/obj/arch/x86/boot/bzImage" ;;
     esac
 }
@@ -283,8 +292,8 @@ run_suite() {
     label=$(run_label "$spec")
     [ -f "$(image_of "$kernel")" ] || die "run '$spec': no $kernel kernel built."
     local run_scale=$scale run_forktime=$forktime
-    if [ "$kernel" = debug ]; then
-        # Lockdep and DEBUG_VM checks, not timings: smaller and faster.
+    if [ "$kernel" = debug ] || [ "$kernel" = kasan ]; then
+        # Lockdep, DEBUG_VM and KASAN checks, not timings: smaller and faster.
         run_scale=${KERNEL_TEST_DEBUG_SCALE:-0.25}
         run_forktime=512
     fi
@@ -295,8 +304,8 @@ run_suite() {
     [ -n "$sysctls" ] && args+=(--sysctl "$sysctls")
     [ "$flag" = prctl ] && args+=(--prctl)
     [ -n "$inject" ] && args+=(--inject "$inject")
-    # The debug build carries the KUnit tests of the patch (config/debug.config).
-    [ "$kernel" = debug ] && args+=(--kunit async_fork)
+    # The debug builds carry the KUnit tests of the patch (config/debug.config).
+    case $kernel in debug | kasan) args+=(--kunit async_fork) ;; esac
     say "suite: $label"
     "$here/boot.sh" "${args[@]}" || failed_runs+=("$label")
 }
@@ -361,7 +370,7 @@ print_builds() {
     local f name
     echo "Kernel: Linux $kernel_version"
     echo "Source (fetch, unpack, git trees): $(env_value "$results/source.env" SOURCE_SECONDS) s"
-    for name in stock patched noasync debug probe; do
+    for name in stock patched noasync debug kasan probe; do
         f=$results/build-$name.env
         [ -f "$f" ] || continue
         printf 'Build %-8s %4s s (%s%s), ccache %s hits / %s misses\n' "$name:" \

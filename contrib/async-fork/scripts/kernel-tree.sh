@@ -194,8 +194,11 @@ export_series() {
     [ -z "$(git_patched status --porcelain --untracked-files=no)" ] ||
         die "$patched has uncommitted changes; commit them first."
     rm -f "$patches"/*.patch
-    git_patched format-patch -q --no-signature --zero-commit --no-numbered \
-        -o "$patches" stock..HEAD
+    # 0000-cover-letter.patch: subject and text from cover-letter.txt (its
+    # first line and the rest), then git's shortlog and diffstat.
+    git_patched -c branch.patched.description="$(cat "$contrib/cover-letter.txt")" \
+        format-patch -q --no-signature --zero-commit --no-numbered \
+        --cover-letter --cover-from-description=subject -o "$patches" stock..HEAD
     {
         echo "# Applied in order by scripts/apply-series.sh (git am) on top of tag stock."
         echo "# The Debian linux-source-6.12 the series was made and tested on, and its"
@@ -203,7 +206,7 @@ export_series() {
         echo "# the drift path). Written by make kernel-patches."
         echo "# base-version: $(stock_debver)"
         echo "# base-sha256: $(cat "$stock/.git/afork-debian-sha256" 2>/dev/null || echo unknown)"
-        (cd "$patches" && ls -1 -- *.patch 2>/dev/null || true)
+        (cd "$patches" && ls -1 -- *.patch 2>/dev/null | grep -v '^0000-cover-letter' || true)
     } >"$patches/series"
     : >"$drift"
     say "exported $(grep -vc '^#' "$patches/series" || true) patch(es) to $patches"

@@ -42,6 +42,8 @@ import re
 import sys
 
 KERNELS = [("stock", "stock"), ("patched", "patched =2")]
+# The folder of each kernel's boot (--patched kasan: selftests-kasan).
+DIRS = {"stock": "stock", "patched": "patched"}
 KERNEL_LINE = re.compile(r"^\[ *\d+\.\d+\] ")
 KTAP = re.compile(r"^(not ok|ok) (\d+)(?: (.*))?$")
 UFFD = re.compile(r"^Testing (.*?)\.\.\. ?(.*)$")
@@ -175,7 +177,7 @@ def splats(results, kernel):
     (time, CPU, PID, comm, addresses), each once."""
     seen = []
     try:
-        with open(os.path.join(results, "selftests-" + kernel, "console.txt"), errors="replace") as f:
+        with open(os.path.join(results, "selftests-" + DIRS[kernel], "console.txt"), errors="replace") as f:
             for line in f:
                 if not SPLAT.search(line):
                     continue
@@ -211,7 +213,7 @@ def verdict(res):
 
 
 def load(results, kernel, steps):
-    d = os.path.join(results, "selftests-" + kernel)
+    d = os.path.join(results, "selftests-" + DIRS[kernel])
     con = os.path.join(d, "console.txt")
     lines = []
     if os.path.exists(con):
@@ -234,10 +236,10 @@ def repeat_counts(results, steps):
     and the repeat boot (selftests-KERNEL-repeat, steps named STEP@N)."""
     out = {}
     for k, _ in KERNELS:
-        rep = os.path.join(results, "selftests-%s-repeat" % k)
+        rep = os.path.join(results, "selftests-%s-repeat" % DIRS[k])
         if not os.path.isdir(rep):
             return {}
-        first = read_results(os.path.join(results, "selftests-" + k, "results.tsv"))
+        first = read_results(os.path.join(results, "selftests-" + DIRS[k], "results.tsv"))
         again = read_results(os.path.join(rep, "results.tsv"))
         for step in steps:
             runs = [v for name, v in list(first.items()) + list(again.items())
@@ -264,7 +266,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
     ap.add_argument("--steps", required=True)
+    ap.add_argument("--patched", default="patched",
+                    help="the boot compared with stock (patched or kasan)")
     a = ap.parse_args()
+    if a.patched != "patched":
+        DIRS["patched"] = a.patched
+        KERNELS[1] = ("patched", a.patched + " =2")
     steps = [s for s in a.steps.split(",") if s]
     data = {k: load(a.results, k, steps) for k, _ in KERNELS}
     lines, regressions, tsv = [], [], []
@@ -272,7 +279,7 @@ def main():
     lines.append("mm selftests (tools/testing/selftests/mm of the same source), stock kernel vs patched vm.async_fork=2")
     lines.append("verdict, cases pass/fail/skip (- = the program prints no cases), seconds")
     lines.append("")
-    lines.append("%-*s %-23s %-23s %s" % (w, "program", "stock", "patched =2", "patched vs stock"))
+    lines.append("%-*s %-23s %-23s %s" % (w, "program", "stock", KERNELS[1][1], "patched vs stock"))
     for step in steps:
         s, p = data["stock"]["progs"][step], data["patched"]["progs"][step]
         note = "same"
@@ -294,7 +301,7 @@ def main():
             tsv.append("%s\t%s\t%s\t%s" % (step, c, s["cases"].get(c, ("absent", ""))[0],
                                            p["cases"].get(c, ("absent", ""))[0]))
     lines.append("")
-    lines.append("failing and skipped cases (stock / patched =2):")
+    lines.append("failing and skipped cases (stock / %s):" % KERNELS[1][1])
     for step in steps:
         s, p = data["stock"]["progs"][step], data["patched"]["progs"][step]
         notes = []
