@@ -33,7 +33,10 @@
 #   KERNEL_SELFTESTS_TIMEOUT       wall-clock limit per boot (default 3600)
 #   KERNEL_SELFTESTS_BOOTS  "stock patched" (default): the boots to make;
 #                           kasan is the patched tree's KASAN build (make
-#                           kernel-kasan), compared with stock instead
+#                           kernel-kasan), compared with stock instead, or
+#                           with stock-kasan, the stock tree built the same
+#                           way (the control for what only a 10 times slower
+#                           kernel fails), when that boot is among them
 #   KERNEL_SELFTESTS_REPEAT runs again, on both kernels, of a program that
 #                           failed only on the patched kernel (default 5;
 #                           0: none); one that fails on stock too, in any
@@ -108,6 +111,13 @@ build_kernels() {
             die "the KASAN kernel did not build."
         cp "$out/patched/obj-kasan/afork-build.env" "$results/build-kasan.env" ;;
     esac
+    # The stock tree has no CONFIG_ASYNC_FORK: debug.config without its lines.
+    case " $boots " in *" stock-kasan "*)
+        grep -v ASYNC_FORK "$contrib/config/debug.config" >"$out/stock/debug-stock.config"
+        "$here/build-kernel.sh" stock kasan "$out/stock/debug-stock.config" \
+            "$contrib/config/kasan.config" || die "the stock KASAN kernel did not build."
+        cp "$out/stock/obj-kasan/afork-build.env" "$results/build-stock-kasan.env" ;;
+    esac
 }
 
 # forktest and the initramfs of make kernel-test (guest/init runs the mm-*
@@ -179,13 +189,16 @@ build_cpio() {
 boot_one() {
     local kernel=$1 suffix=${2:-} args=()
     local image=$out/$kernel/obj/arch/x86/boot/bzImage
-    [ "$kernel" = kasan ] && image=$out/patched/obj-kasan/arch/x86/boot/bzImage
+    case $kernel in
+    kasan) image=$out/patched/obj-kasan/arch/x86/boot/bzImage ;;
+    stock-kasan) image=$out/stock/obj-kasan/arch/x86/boot/bzImage ;;
+    esac
     args=(--kernel "$image" --initrd "$cpio"
           --out "$results/selftests-$kernel$suffix" --label "mm-$kernel$suffix" --mode selftests
           --tests "$steps" --numa 2 --smp 4 --timeout "$boot_timeout"
           --expect "$(echo "$steps" | tr , ' ')" --append "afork.timeout=$step_timeout")
-    [ "$kernel" = stock ] || args+=(--sysctl vm.async_fork=2)
-    say "boot: $kernel$([ "$kernel" = stock ] || echo ', vm.async_fork=2'), $(echo "$steps" | tr , '\n' | wc -l) programs"
+    case $kernel in stock*) ;; *) args+=(--sysctl vm.async_fork=2) ;; esac
+    say "boot: $kernel$(case $kernel in stock*) ;; *) echo ', vm.async_fork=2' ;; esac), $(echo "$steps" | tr , '\n' | wc -l) programs"
     "$here/boot.sh" "${args[@]}" || true
     [ -s "$results/selftests-$kernel$suffix/console.txt" ] || die "the $kernel boot left no console log."
 }
@@ -204,14 +217,15 @@ phase "build initramfs" build_base_initramfs
 phase "build selftests" build_selftests
 phase "build cpio" build_cpio
 for k in $boots; do
-    case $k in stock | patched | kasan) ;; *) die "KERNEL_SELFTESTS_BOOTS: unknown boot '$k' (stock, patched, kasan)" ;; esac
+    case $k in stock | patched | kasan | stock-kasan) ;; *) die "KERNEL_SELFTESTS_BOOTS: unknown boot '$k' (stock, patched, kasan, stock-kasan)" ;; esac
     phase "boot $k" boot_one "$k"
 done
 rc=0
 # The boot compared with stock: the KASAN build's when it is among them.
-cmp=patched
+cmp=patched ref=stock
 case " $boots " in *" kasan "*) cmp=kasan ;; esac
-python3 "$here/selftests-table.py" "$results" --steps "$steps" --patched "$cmp" >"$results/table-first.txt" || rc=$?
+case " $boots " in *" stock-kasan "*) ref=stock-kasan ;; esac
+python3 "$here/selftests-table.py" "$results" --steps "$steps" --patched "$cmp" --stock "$ref" >"$results/table-first.txt" || rc=$?
 # A program that failed only on the patched kernel runs again, on both:
 # a failure the stock kernel shows too, in any run, is the test's or the
 # emulator's, not the series'.
@@ -225,7 +239,7 @@ if [ "$rc" = 1 ] && [ "$repeat" -gt 0 ] && [ -s "$results/regressed-steps.txt" ]
     done
     steps=$steps_all
     rc=0
-    python3 "$here/selftests-table.py" "$results" --steps "$steps" --patched "$cmp" >/dev/null || rc=$?
+    python3 "$here/selftests-table.py" "$results" --steps "$steps" --patched "$cmp" --stock "$ref" >/dev/null || rc=$?
 fi
 cat "$results/table.txt"
 printf '\nphase times (s):\n'

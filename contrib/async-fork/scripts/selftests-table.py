@@ -268,7 +268,12 @@ def main():
     ap.add_argument("--steps", required=True)
     ap.add_argument("--patched", default="patched",
                     help="the boot compared with stock (patched or kasan)")
+    ap.add_argument("--stock", default="stock",
+                    help="the reference boot (stock, or stock-kasan)")
     a = ap.parse_args()
+    if a.stock != "stock":
+        DIRS["stock"] = a.stock
+        KERNELS[0] = ("stock", a.stock)
     if a.patched != "patched":
         DIRS["patched"] = a.patched
         KERNELS[1] = ("patched", a.patched + " =2")
@@ -279,7 +284,7 @@ def main():
     lines.append("mm selftests (tools/testing/selftests/mm of the same source), stock kernel vs patched vm.async_fork=2")
     lines.append("verdict, cases pass/fail/skip (- = the program prints no cases), seconds")
     lines.append("")
-    lines.append("%-*s %-23s %-23s %s" % (w, "program", "stock", KERNELS[1][1], "patched vs stock"))
+    lines.append("%-*s %-23s %-23s %s" % (w, "program", KERNELS[0][1], KERNELS[1][1], "patched vs stock"))
     for step in steps:
         s, p = data["stock"]["progs"][step], data["patched"]["progs"][step]
         note = "same"
@@ -301,7 +306,7 @@ def main():
             tsv.append("%s\t%s\t%s\t%s" % (step, c, s["cases"].get(c, ("absent", ""))[0],
                                            p["cases"].get(c, ("absent", ""))[0]))
     lines.append("")
-    lines.append("failing and skipped cases (stock / %s):" % KERNELS[1][1])
+    lines.append("failing and skipped cases (%s / %s):" % (KERNELS[0][1], KERNELS[1][1]))
     for step in steps:
         s, p = data["stock"]["progs"][step], data["patched"]["progs"][step]
         notes = []
