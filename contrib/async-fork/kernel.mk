@@ -70,10 +70,12 @@ kernel-selftests: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@$(AFORK_KDIR)/scripts/kernel-selftests.sh
 
 # The patched kernel built with KASAN, DEBUG_PAGEALLOC, PREEMPT, lockdep
-# and DEBUG_VM (config/kasan.config on top of debug.config): the suite
-# (fault injection included) and the KUnit tests, then the mm selftests
-# against the stock tree's KASAN build (the control for timing-only flakes). Correctness only, never timings; hours under
-# TCG, so not in kernel-test nor CI (contrib/async-fork/README.md says how long).
+# and DEBUG_VM (config/kasan.config on top of debug.config, by
+# scripts/build-kasan.sh): the suite (fault injection included) and the
+# KUnit tests, then the mm selftests against the stock tree's KASAN build
+# (the control for what only a slow kernel fails). Correctness only, never
+# timings; hours under TCG, so not in kernel-test nor CI
+# (contrib/async-fork/README.md says how long).
 kernel-kasan: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@rc=0; \
 	KERNEL_TEST_RUNS=kasan:all:vm.async_fork=2 KERNEL_TEST_DEBUG=0 KERNEL_TEST_E2E=0 \

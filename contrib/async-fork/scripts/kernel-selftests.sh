@@ -106,16 +106,11 @@ build_kernels() {
     cp "$out/stock/obj/afork-build.env" "$results/build-stock.env"
     cp "$out/patched/obj/afork-build.env" "$results/build-patched.env"
     case " $boots " in *" kasan "*)
-        "$here/build-kernel.sh" patched kasan "$contrib/config/async-fork.config" \
-            "$contrib/config/debug.config" "$contrib/config/kasan.config" ||
-            die "the KASAN kernel did not build."
+        "$here/build-kasan.sh" patched || die "the KASAN kernel did not build."
         cp "$out/patched/obj-kasan/afork-build.env" "$results/build-kasan.env" ;;
     esac
-    # The stock tree has no CONFIG_ASYNC_FORK: debug.config without its lines.
     case " $boots " in *" stock-kasan "*)
-        grep -v ASYNC_FORK "$contrib/config/debug.config" >"$out/stock/debug-stock.config"
-        "$here/build-kernel.sh" stock kasan "$out/stock/debug-stock.config" \
-            "$contrib/config/kasan.config" || die "the stock KASAN kernel did not build."
+        "$here/build-kasan.sh" stock || die "the stock KASAN kernel did not build."
         cp "$out/stock/obj-kasan/afork-build.env" "$results/build-stock-kasan.env" ;;
     esac
 }

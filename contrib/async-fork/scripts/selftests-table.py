@@ -41,9 +41,14 @@ import os
 import re
 import sys
 
-KERNELS = [("stock", "stock"), ("patched", "patched =2")]
-# The folder of each kernel's boot (--patched kasan: selftests-kasan).
+# The two sides of the comparison: the boot each reads (selftests-BOOT/,
+# set by --stock and --patched) and its label.
 DIRS = {"stock": "stock", "patched": "patched"}
+KERNELS = ("stock", "patched")
+
+
+def label(k):
+    return DIRS[k] + (" =2" if k == "patched" else "")
 KERNEL_LINE = re.compile(r"^\[ *\d+\.\d+\] ")
 KTAP = re.compile(r"^(not ok|ok) (\d+)(?: (.*))?$")
 UFFD = re.compile(r"^Testing (.*?)\.\.\. ?(.*)$")
@@ -235,7 +240,7 @@ def repeat_counts(results, steps):
     """For each step: (failed runs, runs) per kernel over the first boot
     and the repeat boot (selftests-KERNEL-repeat, steps named STEP@N)."""
     out = {}
-    for k, _ in KERNELS:
+    for k in KERNELS:
         rep = os.path.join(results, "selftests-%s-repeat" % DIRS[k])
         if not os.path.isdir(rep):
             return {}
@@ -271,20 +276,16 @@ def main():
     ap.add_argument("--stock", default="stock",
                     help="the reference boot (stock, or stock-kasan)")
     a = ap.parse_args()
-    if a.stock != "stock":
-        DIRS["stock"] = a.stock
-        KERNELS[0] = ("stock", a.stock)
-    if a.patched != "patched":
-        DIRS["patched"] = a.patched
-        KERNELS[1] = ("patched", a.patched + " =2")
+    DIRS["stock"], DIRS["patched"] = a.stock, a.patched
     steps = [s for s in a.steps.split(",") if s]
-    data = {k: load(a.results, k, steps) for k, _ in KERNELS}
+    data = {k: load(a.results, k, steps) for k in KERNELS}
     lines, regressions, tsv = [], [], []
     w = max(len(s) for s in steps) + 2
-    lines.append("mm selftests (tools/testing/selftests/mm of the same source), stock kernel vs patched vm.async_fork=2")
+    lines.append("mm selftests (tools/testing/selftests/mm of the same source), boot %s vs boot %s (vm.async_fork=2)"
+                 % (DIRS["stock"], DIRS["patched"]))
     lines.append("verdict, cases pass/fail/skip (- = the program prints no cases), seconds")
     lines.append("")
-    lines.append("%-*s %-23s %-23s %s" % (w, "program", KERNELS[0][1], KERNELS[1][1], "patched vs stock"))
+    lines.append("%-*s %-23s %-23s %s" % (w, "program", label("stock"), label("patched"), "patched vs stock"))
     for step in steps:
         s, p = data["stock"]["progs"][step], data["patched"]["progs"][step]
         note = "same"
@@ -306,14 +307,14 @@ def main():
             tsv.append("%s\t%s\t%s\t%s" % (step, c, s["cases"].get(c, ("absent", ""))[0],
                                            p["cases"].get(c, ("absent", ""))[0]))
     lines.append("")
-    lines.append("failing and skipped cases (%s / %s):" % (KERNELS[0][1], KERNELS[1][1]))
+    lines.append("failing and skipped cases (%s / %s):" % (label("stock"), label("patched")))
     for step in steps:
         s, p = data["stock"]["progs"][step], data["patched"]["progs"][step]
         notes = []
-        for k, label in KERNELS:
+        for k in KERNELS:
             pr = data[k]["progs"][step]
             if pr["verdict"] != "PASS":
-                notes.append("  %s: program %s%s" % (label, pr["verdict"], (": " + pr["why"]) if pr["why"] else ""))
+                notes.append("  %s: program %s%s" % (label(k), pr["verdict"], (": " + pr["why"]) if pr["why"] else ""))
         for status in ("fail", "skip"):
             names = sorted(set(c for c, (st, _) in s["cases"].items() if st == status) |
                            set(c for c, (st, _) in p["cases"].items() if st == status))
@@ -335,9 +336,9 @@ def main():
             lines.append(step + ":")
             lines.extend(notes)
     lines.append("")
-    for k, label in KERNELS:
+    for k in KERNELS:
         probs = data[k]["problems"]
-        lines.append("boot %s: %s" % (label, "clean (no splat, panic or hang)" if not probs else "PROBLEMS:"))
+        lines.append("boot %s: %s" % (label(k), "clean (no splat, panic or hang)" if not probs else "PROBLEMS:"))
         lines.extend("  " + x for x in probs[:12])
     # Splats are compared line by line (gup_test -ct dumps pages on purpose,
     # on both kernels); the other problems by kind.
