@@ -129,6 +129,7 @@ extern const struct test_case session_tests[];
 extern const struct test_case failpath_tests[];
 extern const struct test_case failrace_tests[];
 extern const struct test_case pinned_tests[];
+extern const struct test_case cgroup_tests[];
 extern const struct test_case forktime_tests[];
 
 /* Entry of the exec'ed helper used by vfork/posix_spawn tests. */

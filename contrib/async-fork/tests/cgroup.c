@@ -1,0 +1,370 @@
+/* cgroup.c -- children that clone3() creates in another cgroup than their
+ * parent's (CLONE_INTO_CGROUP), as a container runtime or systemd would.
+ *
+ *   throttled-child  the child is created straight into a cgroup that may use
+ *                    1 ms of CPU per 100 ms (cpu.max "1000 100000"), so the
+ *                    scheduler stops it many times while it copies the page
+ *                    tables fork() left to it, possibly in the middle of a
+ *                    table. A parent thread keeps writing to the table the
+ *                    child is at (the first one that neither the child nor
+ *                    the parent has copied, from /proc/vmstat), a write
+ *                    every 2 ms, each timed: a write that needs a table the
+ *                    stopped child holds waits until the child runs again.
+ *                    Checked: the child's snapshot is exact and every write
+ *                    of the parent stays. Reported: the parent's longest
+ *                    write and how many took longer than 10 ms, beside the
+ *                    child's copy time, and how long an mmap() right after
+ *                    the fork took (it takes the mmap_lock for writing,
+ *                    which the child holds for reading while it copies). The wait is what this test is for;
+ *                    it is reported, not a verdict (a timing under TCG is
+ *                    not a test).
+ *   child-charge     the page tables of a child created in another memory
+ *                    cgroup are charged where fork() charges them, to the
+ *                    forking task's cgroup, also when the child copies them
+ *                    itself: the child's cgroup must not gain the tables of
+ *                    the region (memory.stat pagetables).
+ *
+ * They need cgroup v2 with the cpu (CONFIG_CFS_BANDWIDTH) and memory
+ * controllers, and run only in the test guest (AFORK_GUEST=1: they change
+ * cgroups).
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CG_ROOT "/sys/fs/cgroup"
+#define SEED 0x7407
+#define QUOTA "1000 100000"     /* cpu.max: 1 ms per 100 ms period */
+#define PACE_NS 2000000ULL      /* the parent writes every 2 ms */
+#define SLOW_NS 10000000ULL     /* a write longer than 10 ms is counted */
+#define MARK_WORD 8             /* the word of a page the parent writes */
+
+struct chase {
+    uint64_t *base;
+    size_t tables;
+    atomic_int go;              /* the fork is over: start */
+    atomic_int child_started;
+    /* results */
+    unsigned long writes, slow;
+    uint64_t longest_ns;
+    size_t longest_table;
+    uint64_t *written;          /* per table: the mark last written, 0 none */
+};
+
+static unsigned long long tables_done(unsigned long long copied0, unsigned long long fault0)
+{
+    return vmstat_counter("async_fork_child_copied") - copied0 +
+           vmstat_counter("async_fork_copied_fault") - fault0;
+}
+
+/* Write to the first table not copied yet, every PACE_NS, until the child
+ * runs in user space (it has copied everything by then). */
+static void *chaser_main(void *arg)
+{
+    struct chase *c = arg;
+    unsigned long long copied0 = vmstat_counter("async_fork_child_copied");
+    unsigned long long fault0 = vmstat_counter("async_fork_copied_fault");
+    double deadline = now_seconds() + 120 * knobs.scale + 30;
+    const struct timespec pace = { 0, PACE_NS };
+    uint64_t seq = 0, t0, took;
+    size_t t;
+
+    while (!atomic_load(&c->go))
+        nanosleep(&pace, NULL);
+    while (!atomic_load(&c->child_started) && now_seconds() < deadline) {
+        t = tables_done(copied0, fault0);
+        if (t >= c->tables)
+            t = c->tables - 1;
+        seq++;
+        t0 = now_ns();
+        c->base[t * (HUGE_SIZE / sizeof(uint64_t)) + MARK_WORD] = mark_value(1, seq);
+        took = now_ns() - t0;
+        c->written[t] = mark_value(1, seq);
+        c->writes++;
+        if (took > SLOW_NS)
+            c->slow++;
+        if (took > c->longest_ns) {
+            c->longest_ns = took;
+            c->longest_table = t;
+        }
+        nanosleep(&pace, NULL);
+    }
+    return NULL;
+}
+
+/* An mmap() and munmap() right after the fork: the parent's mmap_lock for
+ * writing, which the child holds for reading while it copies a batch. */
+static uint64_t timed_mmap(void)
+{
+    uint64_t t0 = now_ns();
+    void *p = mmap(NULL, 64 * 1024, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (p == MAP_FAILED)
+        die_errno("mmap");
+    munmap(p, 64 * 1024);
+    return now_ns() - t0;
+}
+
+/* The child: say it runs, leave the throttled cgroup, check the snapshot. */
+static void child_main(struct chase *c, int started_fd, int report_fd, uint64_t seed)
+{
+    struct report r = { 0 };
+    size_t bad_page = 0;
+
+    send_byte(started_fd);
+    if (write_file(CG_ROOT "/cgroup.procs", "0") != 0)
+        die_errno("leave the throttled cgroup");
+    r.checked_pages = c->tables * (HUGE_SIZE / PAGE_SIZE);
+    r.bad_words = check_pages(c->base, 0, r.checked_pages, seed, &bad_page);
+    r.bad_page = bad_page;
+    send_report(report_fd, &r);
+    _exit(0);
+}
+
+static pid_t clone_into(int cgroup_fd)
+{
+    struct clone_args args = {
+        .flags = CLONE_INTO_CGROUP,
+        .exit_signal = SIGCHLD,
+        .cgroup = (uint64_t)cgroup_fd,
+    };
+
+    return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+}
+
+/* A new cgroup @dir with @controller on; @file (if any) set to @value. */
+static int set_up_cgroup(const char *dir, const char *controller, const char *file,
+                         const char *value, int *fd)
+{
+    char path[256];
+
+    if (access(CG_ROOT "/cgroup.controllers", R_OK) != 0)
+        return fail("cgroup v2 is not mounted at " CG_ROOT);
+    snprintf(path, sizeof(path), "+%s", controller);
+    if (write_file(CG_ROOT "/cgroup.subtree_control", path) != 0)
+        return fail("enable the %s controller: %s", controller, strerror(errno));
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return fail("mkdir %s: %s", dir, strerror(errno));
+    snprintf(path, sizeof(path), "%s/%s", dir, file ? file : "");
+    if (file && write_file(path, value) != 0)
+        return fail("write %s to %s: %s", value, path, strerror(errno));
+    *fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (*fd < 0)
+        return fail("open %s: %s", dir, strerror(errno));
+    return 0;
+}
+
+/* Every mark the parent wrote is still there; the rest is the pattern. */
+static int parent_intact(struct chase *c, uint64_t seed)
+{
+    size_t words = HUGE_SIZE / sizeof(uint64_t), bad_page = 0;
+
+    for (size_t t = 0; t < c->tables; t++) {
+        uint64_t *w = &c->base[t * words + MARK_WORD];
+
+        if (c->written[t] && *w != c->written[t])
+            return fail("table %zu: the parent's write 0x%llx is lost (0x%llx)", t,
+                        (unsigned long long)c->written[t], (unsigned long long)*w);
+        if (c->written[t])
+            *w = pattern_base(seed, t * (HUGE_SIZE / PAGE_SIZE)) + MARK_WORD;
+    }
+    if (check_pages(c->base, 0, c->tables * (HUGE_SIZE / PAGE_SIZE), seed, &bad_page))
+        return fail("the parent's memory is wrong at page %zu", bad_page);
+    return 0;
+}
+
+static int throttled_child(void)
+{
+    struct chase c = { 0 };
+    struct report r = { 0 };
+    int started[2], rep[2], cg_fd = -1, rc = 0, status, active = afork_active();
+    char dir[128], how[128];
+    size_t size;
+    uint64_t seed = SEED, fork_ns, started_ns, mmap_ns;
+    pthread_t chaser;
+    pid_t pid;
+
+    if (!getenv("AFORK_GUEST"))
+        return fail("this test changes cgroups: it runs only in the test guest (AFORK_GUEST=1)");
+    snprintf(dir, sizeof(dir), CG_ROOT "/afork-throttle-%d", (int)getpid());
+    if (set_up_cgroup(dir, "cpu", "cpu.max", QUOTA, &cg_fd) != 0)
+        return -1;
+    c.tables = scaled(128, 16);
+    size = c.tables * HUGE_SIZE;
+    c.base = map_anon(size, 1);
+    c.written = calloc(c.tables, sizeof(*c.written));
+    if (!c.written)
+        die_errno("calloc");
+    madvise(c.base, size, MADV_NOHUGEPAGE);
+    fill_pages(c.base, 0, size / PAGE_SIZE, seed);
+    pipe_or_die(started);
+    pipe_or_die(rep);
+    /* Before the fork: a thread's stack is an mmap(), which would wait. */
+    if (pthread_create(&chaser, NULL, chaser_main, &c) != 0)
+        die_errno("pthread_create");
+
+    fork_ns = now_ns();
+    pid = clone_into(cg_fd);
+    if (pid < 0) {
+        rc = fail("clone3(CLONE_INTO_CGROUP): %s", strerror(errno));
+        atomic_store(&c.child_started, 1);
+        atomic_store(&c.go, 1);
+        pthread_join(chaser, NULL);
+        goto out;
+    }
+    if (pid == 0)
+        child_main(&c, started[1], rep[1], inject_here() ? seed + 1 : seed);
+    fork_ns = now_ns() - fork_ns;
+    started_ns = now_ns();
+    atomic_store(&c.go, 1);
+    close_end(started, 1);
+    close_end(rep, 1);
+    mmap_ns = timed_mmap();
+    if (wait_byte(started[0]) != 0)
+        rc = fail("the child died before it ran");
+    started_ns = now_ns() - started_ns;
+    atomic_store(&c.child_started, 1);
+    pthread_join(chaser, NULL);
+    if (rc == 0 && recv_report(rep[0], &r) != 0)
+        rc = fail("no report from the child");
+    status = wait_child(pid, how, sizeof(how));
+
+    info("%zu tables of 2 MiB, child in a cgroup with cpu.max %s; fork %.2f ms, the child "
+         "ran in user space %.0f ms after", c.tables, QUOTA, fork_ns / 1e6, started_ns / 1e6);
+    info("parent: %lu writes to the table the child was at, longest %.2f ms (table %zu), "
+         "%lu longer than %llu ms%s", c.writes, c.longest_ns / 1e6, c.longest_table, c.slow,
+         SLOW_NS / 1000000, active > 0 ? "" : " (no asynchronous fork: nothing to wait for)");
+    info("parent: an mmap() and munmap() of 64 KiB right after the fork took %.2f ms",
+         mmap_ns / 1e6);
+    if (rc == 0 && r.bad_words)
+        rc = fail("the child's snapshot has %llu wrong words (first at page %llu)",
+                  (unsigned long long)r.bad_words, (unsigned long long)r.bad_page);
+    if (rc == 0 && !exited_ok(status))
+        rc = fail("the child ended with %s", how);
+    if (rc == 0)
+        rc = parent_intact(&c, seed);
+out:
+    close_pair(started);
+    close_pair(rep);
+    close(cg_fd);
+    unmap(c.base, size);
+    free(c.written);
+    if (rmdir(dir) != 0)
+        info("rmdir %s: %s", dir, strerror(errno));
+    return rc;
+}
+
+/* The "pagetables" line of @dir's memory.stat, in bytes; -1 if unreadable. */
+static long long cgroup_pagetables(const char *dir)
+{
+    char path[256], line[256];
+    long long v = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/memory.stat", dir);
+    f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "pagetables %lld", &v) == 1)
+            break;
+    fclose(f);
+    return v;
+}
+
+/* The child of child-charge: run (its tables are copied by then), wait. */
+static void charge_child(int started_fd, int go_fd)
+{
+    send_byte(started_fd);
+    wait_byte(go_fd);
+    _exit(0);
+}
+
+static int child_charge(void)
+{
+    int started[2], go[2], cg_fd = -1, rc = 0, status, active = afork_active();
+    unsigned long long deferred = vmstat_counter("async_fork_deferred");
+    unsigned long long copied = vmstat_counter("async_fork_child_copied");
+    long long before, after, tables_bytes;
+    char dir[128], how[128];
+    size_t tables = scaled(256, 32), size = tables * HUGE_SIZE;
+    uint64_t *base;
+    pid_t pid;
+
+    if (!getenv("AFORK_GUEST"))
+        return fail("this test changes cgroups: it runs only in the test guest (AFORK_GUEST=1)");
+    snprintf(dir, sizeof(dir), CG_ROOT "/afork-charge-%d", (int)getpid());
+    if (set_up_cgroup(dir, "memory", NULL, NULL, &cg_fd) != 0)
+        return -1;
+    base = map_anon(size, 1);
+    madvise(base, size, MADV_NOHUGEPAGE);
+    fill_pages(base, 0, size / PAGE_SIZE, SEED);
+    pipe_or_die(started);
+    pipe_or_die(go);
+    before = cgroup_pagetables(dir);
+    pid = clone_into(cg_fd);
+    if (pid < 0) {
+        rc = fail("clone3(CLONE_INTO_CGROUP): %s", strerror(errno));
+        goto out;
+    }
+    if (pid == 0)
+        charge_child(started[1], go[0]);
+    close_end(started, 1);
+    close_end(go, 0);
+    if (wait_byte(started[0]) != 0)
+        rc = fail("the child died before it ran");
+    after = cgroup_pagetables(dir);
+    send_byte(go[1]);
+    status = wait_child(pid, how, sizeof(how));
+    deferred = vmstat_counter("async_fork_deferred") - deferred;
+    copied = vmstat_counter("async_fork_child_copied") - copied;
+    /* What the region's tables weigh: one 4 KiB page per 2 MiB. */
+    tables_bytes = (long long)tables * PAGE_SIZE;
+    info("%zu tables of 2 MiB; the child's cgroup: pagetables %lld -> %lld bytes (the "
+         "region's tables: %lld); %llu tables deferred, %llu copied by the child%s", tables,
+         before, after, tables_bytes, deferred, copied,
+         active > 0 ? "" : " (no asynchronous fork)");
+    if (inject_here())
+        tables_bytes = 0;
+    if (rc == 0 && (before < 0 || after < 0))
+        rc = fail("no pagetables line in %s/memory.stat", dir);
+    if (rc == 0 && after - before >= tables_bytes / 2)
+        rc = fail("the child's cgroup was charged %lld bytes of page tables, the region's "
+                  "tables weigh %lld: the copies are charged to the child's cgroup, not the "
+                  "forking task's as fork() does", after - before, tables_bytes);
+    if (rc == 0 && !exited_ok(status))
+        rc = fail("the child ended with %s", how);
+    if (rc == 0 && active > 0 && copied < tables / 2)
+        rc = fail("the child copied %llu of %zu tables itself: the test proves nothing",
+                  copied, tables);
+out:
+    close_pair(started);
+    close_pair(go);
+    close(cg_fd);
+    unmap(base, size);
+    if (rmdir(dir) != 0)
+        info("rmdir %s: %s", dir, strerror(errno));
+    return rc;
+}
+
+const struct test_case cgroup_tests[] = {
+    { "throttled-child", "a child stopped by cpu.max mid-copy: exact snapshot, parent's wait",
+      throttled_child },
+    { "child-charge", "a child created in another memory cgroup: its tables charged like fork's",
+      child_charge },
+    { 0 },
+};
