@@ -60,6 +60,14 @@
 #                        boots are cut at its end, and an overrun fails the
 #                        run naming the phase (.ci/run sets it)
 #   KERNEL_TEST_HOST=0   skip the fork-time run on the host
+#   KERNEL_TEST_SELFTESTS the kernel's own mm selftests of this run
+#                        (kernel-selftests.sh: stock against patched with
+#                        vm.async_fork=2, same two kernels), a comma list of
+#                        guest/mm-selftests steps; default: all but the
+#                        slowest (migration, split_huge_page_test,
+#                        khugepaged -s 2) and uffd-unit-tests (see
+#                        README); 0: none (make kernel-selftests runs all);
+#                        none either when KERNEL_TEST_TESTS is set
 #   KERNEL_TEST_PROBE=0  skip the rebuild probe (touch mm/memory.c, rebuild)
 #   KERNEL_OUT, JOBS, AFORK_CACHE, CCACHE_DIR, REDIS_BIN_DIR, KERNEL_NO_REDIS
 set -euo pipefail
@@ -102,6 +110,16 @@ inject=${KERNEL_TEST_INJECT:-}
 boot_timeout=${KERNEL_TEST_TIMEOUT:-1800}
 forktest=$out/bin/forktest
 initramfs=$out/initramfs.cpio
+ci_selftests=mm-cow,mm-gup_longterm,mm-gup_test-u,mm-gup_test-a,mm-gup_test-ct
+ci_selftests=$ci_selftests,mm-uffd-stress-anon,mm-ksm_tests-M,mm-ksm_tests-U
+ci_selftests=$ci_selftests,mm-ksm_tests-Z0,mm-ksm_tests-Z1,mm-ksm_tests-N1,mm-ksm_tests-N0
+ci_selftests=$ci_selftests,mm-ksm_functional_tests,mm-khugepaged,mm-soft-dirty
+ci_selftests=$ci_selftests,mm-pagemap_ioctl,mm-mremap_test,mm-mlock2-tests,mm-madv_populate
+ci_selftests=$ci_selftests,mm-mkdirty,mm-mremap_dontunmap,mm-map_populate,mm-mrelease_test
+ci_selftests=$ci_selftests,mm-mdwe_test,mm-hugetlb-madvise,mm-map_fixed_noreplace,mm-droppable
+# A run of chosen suite steps (KERNEL_TEST_TESTS) runs no selftests unless asked.
+[ "$tests" = all ] || ci_selftests=0
+selftests=${KERNEL_TEST_SELFTESTS:-$ci_selftests}
 extra_steps="stress-fork stress-vfork stress-mmap stress-mremap redis-bgsave"
 
 die() {
@@ -314,6 +332,18 @@ run_suite() {
     case $kernel in debug | kasan) args+=(--kunit async_fork) ;; esac
     say "suite: $label"
     "$here/boot.sh" "${args[@]}" || failed_runs+=("$label")
+}
+
+# The kernel's mm selftests, stock vs patched (=2): kernel-selftests.sh,
+# which finds the kernels built and keeps its own results folder (named in
+# its output); a program that fails only on the patched kernel runs twice
+# more on both.
+mm_selftests() {
+    [ "$selftests" != 0 ] || return 0
+    say "mm selftests: stock vs patched vm.async_fork=2 ($(echo "$selftests" | tr , '\n' | wc -l) steps)"
+    KERNEL_SELFTESTS=$selftests KERNEL_SELFTESTS_REPEAT=${KERNEL_SELFTESTS_REPEAT:-2} \
+        KERNEL_SELFTESTS_TIMEOUT=$(limit 1200) KERNEL_SELFTESTS_BOOTS="stock patched" \
+        "$here/kernel-selftests.sh" || failed_runs+=("mm-selftests")
 }
 
 # A Redis end-to-end boot: the steps given, with the experiment's settings.
@@ -552,6 +582,7 @@ phase "boot only" measure_boot || failed_runs+=("boot-only")
 for spec in $runs; do
     phase "suite $(run_label "$spec")" run_suite "$spec"
 done
+phase "mm selftests" mm_selftests
 redis_e2e
 phase "host fork-time" host_fork_time
 report
