@@ -65,8 +65,9 @@
 #                        vm.async_fork=2, same two kernels), a comma list of
 #                        guest/mm-selftests steps; default: all but the
 #                        slowest (migration, split_huge_page_test,
-#                        khugepaged -s 2) and uffd-unit-tests (see
-#                        README); 0: none (make kernel-selftests runs all);
+#                        khugepaged -s 2), uffd-unit-tests and
+#                        ksm_tests -N -m 1 (see README); 0: none (make
+#                        kernel-selftests runs all);
 #                        none either when KERNEL_TEST_TESTS is set
 #   KERNEL_TEST_PROBE=0  skip the rebuild probe (touch mm/memory.c, rebuild)
 #   KERNEL_OUT, JOBS, AFORK_CACHE, CCACHE_DIR, REDIS_BIN_DIR, KERNEL_NO_REDIS
@@ -112,7 +113,7 @@ forktest=$out/bin/forktest
 initramfs=$out/initramfs.cpio
 ci_selftests=mm-cow,mm-gup_longterm,mm-gup_test-u,mm-gup_test-a,mm-gup_test-ct
 ci_selftests=$ci_selftests,mm-uffd-stress-anon,mm-ksm_tests-M,mm-ksm_tests-U
-ci_selftests=$ci_selftests,mm-ksm_tests-Z0,mm-ksm_tests-Z1,mm-ksm_tests-N1,mm-ksm_tests-N0
+ci_selftests=$ci_selftests,mm-ksm_tests-Z0,mm-ksm_tests-Z1,mm-ksm_tests-N0
 ci_selftests=$ci_selftests,mm-ksm_functional_tests,mm-khugepaged,mm-soft-dirty
 ci_selftests=$ci_selftests,mm-pagemap_ioctl,mm-mremap_test,mm-mlock2-tests,mm-madv_populate
 ci_selftests=$ci_selftests,mm-mkdirty,mm-mremap_dontunmap,mm-map_populate,mm-mrelease_test
