@@ -49,6 +49,8 @@ KERNELS = ("stock", "patched")
 
 def label(k):
     return DIRS[k] + (" =2" if k == "patched" else "")
+
+
 KERNEL_LINE = re.compile(r"^\[ *\d+\.\d+\] ")
 KTAP = re.compile(r"^(not ok|ok) (\d+)(?: (.*))?$")
 UFFD = re.compile(r"^Testing (.*?)\.\.\. ?(.*)$")

@@ -257,6 +257,8 @@ static int throttled_child(void)
         rc = fail("the child ended with %s", how);
     if (rc == 0)
         rc = parent_intact(&c, seed);
+    if (rc == 0 && active > 0 && c.writes == 0)
+        rc = fail("the parent wrote nothing while the child copied: the test proves nothing");
 out:
     close_pair(started);
     close_pair(rep);
