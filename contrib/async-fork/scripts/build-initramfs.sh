@@ -11,6 +11,9 @@
 #                     (default build/redis-VERSION/src, VERSION from upstream/pin)
 #   STOCK_REDIS_SERVER stock redis-server for the latency table
 #                     (default build/stock/redis-VERSION/src/redis-server)
+#   PREV_REDIS_SERVER another redis-afork build (an earlier commit), as
+#                     redis-server-prev: the forkcost cell afork-prev
+#                     compares a change of redis-afork in one boot
 #   KERNEL_NO_REDIS=1 build without Redis (the redis-bgsave step then fails)
 #   KERNEL_OUT        build/kernel (gen_init_cpio is compiled there)
 set -euo pipefail
@@ -116,6 +119,10 @@ add_redis() {
         add_program /usr/bin/redis-server-stock "$stock_redis"
     else
         echo "kernel/initramfs: no stock redis-server ($stock_redis): the latency table has no stock rows" >&2
+    fi
+    if [ -n "${PREV_REDIS_SERVER:-}" ]; then
+        add_program /usr/bin/redis-server-prev "$(realpath -m "$PREV_REDIS_SERVER")" \
+            "PREV_REDIS_SERVER names no program."
     fi
 }
 

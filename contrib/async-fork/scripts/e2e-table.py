@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """e2e-table.py -- the Redis latency experiment's table (and plot).
 
-    e2e-table.py RESULTS_DIR LABEL... [--plot FILE] [--check]
+    e2e-table.py RESULTS_DIR LABEL[=NAME]... [--plot FILE] [--check]
 
 Reads the AFORK-E2E lines (guest/redis-e2e latency) of
 RESULTS_DIR/LABEL/console.txt for each boot LABEL (e2e-stock, e2e-patched,
-e2e-optin), writes RESULTS_DIR/e2e.tsv (every round) and prints per
+e2e-optin; LABEL=NAME pools the boots given the same NAME, e.g. two
+interleaved boots of one kernel: v2a=v2 v3a=v3 v2b=v2 v3b=v3), writes RESULTS_DIR/e2e.tsv (every round) and prints per
 kernel x size x cell the median and maximum over the rounds of: the
 parent's fork time (latest_fork_usec), the worst PING within 1 s after the
 fork, the worst PING over the save (or the AOF rewrite, or the replica's
@@ -57,10 +58,15 @@ ACCOUNT = (("latest_fork_hook_usec", "hook ms", 1000.0),
            ("latest_fork_quiet_window_usec", "window ms", 1000.0))
 
 
+def boots(labels):
+    """LABEL[=NAME] arguments as (boot folder, kernel name) pairs."""
+    return [tuple(a.split("=", 1)) if "=" in a else (a, a) for a in labels]
+
+
 def read_rounds(results, labels):
     rows = []
-    for label in labels:
-        path = os.path.join(results, label, "console.txt")
+    for folder, label in boots(labels):
+        path = os.path.join(results, folder, "console.txt")
         if not os.path.exists(path):
             continue
         for line in open(path, errors="replace"):
@@ -289,13 +295,16 @@ def slope(points):
 
 
 def print_forkcost(results, labels):
-    """The redis-forkcost step's lines (guest/redis-e2e forkcost)."""
-    for label in labels:
-        path = os.path.join(results, label, "console.txt")
-        if not os.path.exists(path):
-            continue
+    """The redis-forkcost step's lines (guest/redis-e2e forkcost), pooled
+    per kernel name."""
+    pooled = {}
+    for folder, label in boots(labels):
+        path = os.path.join(results, folder, "console.txt")
+        if os.path.exists(path):
+            pooled.setdefault(label, []).append(path)
+    for label, paths in pooled.items():
         touch, vmas, saves = [], [], {}
-        for line in open(path, errors="replace"):
+        for line in (ln for path in paths for ln in open(path, errors="replace")):
             if line.startswith("AFORK-FORKTOUCH "):
                 touch.append(fields_of(line))
             elif line.startswith("AFORK-FORKVMAS "):
@@ -322,6 +331,10 @@ def print_forkcost(results, labels):
                 v = [float(r[c]) for r in rs if c in r]
                 out.append(f"{statistics.median(v):.0f} [{min(v):.0f}-{max(v):.0f}]" if v else "-")
             print("  " + f"{cell} x{len(rs)}".ljust(12) + "".join(o.rjust(20) for o in out))
+        med = {cell: statistics.median(float(r["fork_usec"]) for r in rs) for cell, rs in saves.items()}
+        for cell, base in (("stock", "stock Redis's"), ("afork-empty", "the empty redis-afork's")):
+            if "afork" in med and cell in med and med[cell] > 0:
+                print(f"  redis-afork's fork (median) {med['afork'] / med[cell]:.2f}x {base}")
 
 
 def check(summ):

@@ -48,6 +48,10 @@
 #                        other fork sites stock-rewrite, afork-rewrite,
 #                        stock-sync, afork-sync (default
 #                        stock,afork-on,afork-off)
+#   KERNEL_TEST_E2E_LAYOUT user: the experiment pins nothing (no cpulist,
+#                        no taskset), as a user's setup; default pinned
+#   KERNEL_TEST_FORKCOST_CELLS the servers of redis-forkcost, from stock,
+#                        afork, afork-empty, afork-mthp (default stock,afork)
 #   KERNEL_TEST_TESTS    comma list of steps (default all)
 #   KERNEL_TEST_SCALE    size/iteration factor (default 1, sized for CI)
 #   KERNEL_TEST_STRESS   seconds per stress-ng stressor (default 12)
@@ -356,7 +360,7 @@ e2e_boot() {
         --out "$results/$label" --label "$label" --mode e2e --tests "$steps" --smp "$e2e_smp" \
         --mem "$e2e_mem" \
         --expect "$(echo "$steps" | tr , ' ')" --timeout "$(limit "$boot_timeout")" \
-        --append "afork.redis_mib=$redis_mib afork.redis_lat_mib=$redis_lat_mib afork.redis_lat_rounds=$redis_lat_rounds afork.redis_rounds=$redis_rounds afork.timeout=$boot_timeout${KERNEL_TEST_E2E_CELLS:+ afork.e2e_cells=$KERNEL_TEST_E2E_CELLS}" \
+        --append "afork.redis_mib=$redis_mib afork.redis_lat_mib=$redis_lat_mib afork.redis_lat_rounds=$redis_lat_rounds afork.redis_rounds=$redis_rounds afork.timeout=$boot_timeout${KERNEL_TEST_E2E_CELLS:+ afork.e2e_cells=$KERNEL_TEST_E2E_CELLS}${KERNEL_TEST_E2E_LAYOUT:+ afork.e2e_layout=$KERNEL_TEST_E2E_LAYOUT}${KERNEL_TEST_FORKCOST_CELLS:+ afork.forkcost_cells=$KERNEL_TEST_FORKCOST_CELLS}" \
         "$@" || failed_runs+=("$label")
 }
 

@@ -130,9 +130,13 @@ static void *ping_loop(void *arg)
     return NULL;
 }
 
+/* cpu < 0: not pinned (the experiment's user layout). */
 static void pin_to(int cpu)
 {
     cpu_set_t set;
+
+    if (cpu < 0)
+        return;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
     sched_setaffinity(0, sizeof(set), &set);
