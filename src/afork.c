@@ -31,9 +31,7 @@
  *   before fork      thp, system (their threads start nothing new), window,
  *                    kernel (its counters), stats
  *   in child         window
- *   after fork       (recorded here; told to stats at the next of these
- *                    events, the window catches up at its own next call)
- *   fork failed      window, thp
+ *   after fork       window, stats
  *   child ready      stats, kernel (through the window's ready pipe)
  *   child gone       stats, kernel, thp
  *   cron             window (may skip the tick), stats, kernel, system
@@ -69,28 +67,14 @@ char *afork_probe_root = NULL;
  * forkWithoutPreemption), for A/B experiments. */
 int afork_debug_fork_preempt = 0;
 
-/* The fork in progress, or the last one. Between fork() and the parent's
- * next event, redis-afork writes only here: each page first written after
- * fork() costs a copy-on-write fault (on an Async-fork kernel perhaps a
- * page table's copy too) inside upstream's latest_fork_usec and the fork's
- * stall, so the after-fork hook records what it read in this one block
- * (aligned to its size: it never straddles two pages), and the modules are
- * told from the event loop (forkRecorded). */
-#define AFORK_FORK_RECORD_ALIGN 512
+/* The fork in progress, or the last one: what the stats need from it. */
 static struct {
     int purpose;               /* CHILD_TYPE_* */
-    int widened;               /* the main thread forks on own_cpus + the child's */
-    int recorded;              /* forked; the modules not told yet */
     monotime start;            /* just before fork() */
     monotime ret;              /* fork() returned in the parent */
-    long long hook_usec;       /* the after-fork hook's own time */
-    size_t used_bytes;         /* zmalloc_used_memory() as fork() returned */
-    aforkForkUsage usage;      /* the main thread's, as fork() returned */
+    int widened;               /* the main thread forks on own_cpus + the child's */
     cpu_set_t own_cpus;        /* the main thread's CPUs before */
-} __attribute__((aligned(AFORK_FORK_RECORD_ALIGN))) fork_now;
-
-static_assert(sizeof(fork_now) <= AFORK_FORK_RECORD_ALIGN,
-              "the fork record must fit in its alignment, so in one page");
+} fork_now;
 
 static const char *probeRoot(void) {
     return afork_probe_root ? afork_probe_root : "";
@@ -125,7 +109,7 @@ static void aforkAtExit(void) {
 /* main(), once the server is initialised. */
 void aforkInit(void) {
     aforkStatsInit();
-    aforkWindowInit(childReady, &fork_now.ret);
+    aforkWindowInit(childReady);
     if (aforkKernelOptIn(afork_async_optin) != 0)
         serverLog(LL_WARNING, "redis-afork: fork-async-optin %s: the kernel refused the prctl "
                   "(INFO fork: fork_async_optin_errno)", afork_async_optin ? "yes" : "no");
@@ -172,29 +156,13 @@ static void forkWithoutPreemption(int purpose) {
     fork_now.widened = sched_setaffinity(0, sizeof(both), &both) == 0;
 }
 
-/* After fork(): no write to the record unless the CPUs were widened. */
 static void forkPreemptionRestored(void) {
-    if (!fork_now.widened) return;
-    sched_setaffinity(0, sizeof(fork_now.own_cpus), &fork_now.own_cpus);
+    if (fork_now.widened) sched_setaffinity(0, sizeof(fork_now.own_cpus), &fork_now.own_cpus);
     fork_now.widened = 0;
-}
-
-/* Tell the modules about the fork the after-fork hook recorded. Called by
- * every entry point that leads to their state of it: the event loop,
- * serverCron, the child's ready message and end, INFO, LATENCY, RESETSTAT
- * and the next fork. */
-static void forkRecorded(void) {
-    if (!fork_now.recorded) return;
-    fork_now.recorded = 0;
-    aforkStatsForkUsage(&fork_now.usage);
-    aforkStatsForked(fork_now.start, fork_now.ret, fork_now.purpose, afork_debug_ready_delay_ms != 0,
-                     fork_now.usage.process_minflt, fork_now.used_bytes);
-    aforkStatsHookTime(fork_now.hook_usec);
 }
 
 /* redisFork, before fork(). */
 void aforkBeforeFork(int purpose) {
-    forkRecorded();
     aforkThpForkStarting();
     aforkSystemAllowReads(0);
     aforkWindowBeforeFork(quietWindowWanted(), aforkStatsExpectedReadyUsec(zmalloc_used_memory()));
@@ -222,34 +190,30 @@ static void bindChildEarly(pid_t childpid, int purpose) {
     if (cpulist && aforkKernelAsyncEnabled()) aforkSetTaskCpus(childpid, cpulist);
 }
 
-/* redisFork, first thing in the parent (childpid -1: fork() failed). On
- * success it writes the fork record only (see fork_now). */
+/* redisFork, first thing in the parent (childpid -1: fork() failed). */
 void aforkAfterFork(pid_t childpid) {
     monotime now = getMonotonicUs();
     forkPreemptionRestored();
+    aforkStatsForkUsage();
+    if (childpid != -1) bindChildEarly(childpid, fork_now.purpose);
+    aforkWindowAfterFork(childpid, now);
     if (childpid == -1) {
-        aforkWindowForkFailed();
         aforkThpForkFailed();
         return;
     }
-    bindChildEarly(childpid, fork_now.purpose);
     fork_now.ret = now;
-    fork_now.used_bytes = zmalloc_used_memory();
-    aforkStatsReadUsage(&fork_now.usage);
-    fork_now.recorded = 1;
-    fork_now.hook_usec = (long long)(getMonotonicUs() - now);
+    aforkStatsForked(fork_now.start, now, fork_now.purpose, afork_debug_ready_delay_ms != 0);
+    aforkStatsHookTime((long long)(getMonotonicUs() - now));
 }
 
 /* The window's ready pipe: the child runs (called after the window closed). */
 static void childReady(monotime ready) {
-    forkRecorded();
     aforkStatsChildReady(ready, fork_now.start, fork_now.ret);
     aforkKernelCountersAfterChild(probeRoot());
 }
 
 /* resetChildState: the RDB, AOF or module child is gone. */
 void aforkChildGone(void) {
-    forkRecorded();
     aforkStatsChildGone(aforkWindowOpen());
     if (!aforkWindowOpen()) aforkKernelCountersAfterChild(probeRoot());
     aforkThpChildGone();
@@ -260,7 +224,6 @@ void aforkChildGone(void) {
 /* serverCron, first thing: 1 to skip the tick (a quiet window is open). */
 int aforkCron(void) {
     static mstime_t last_probe = 0, last_system = 0, last_smaps = 0;
-    forkRecorded();
     if (aforkWindowCron()) return 1;
     aforkStatsCron();
     if (server.mstime - last_probe >= AFORK_PROBE_PERIOD_MS) {
@@ -278,7 +241,6 @@ int aforkCron(void) {
 
 /* beforeSleep: the length of the event-loop iteration that just ended. */
 void aforkEventLoopSample(long long usec) {
-    forkRecorded();
     int window_open = aforkWindowOpen();
     aforkStatsLoopSample(usec);
     aforkSystemAllowReads(!window_open);
@@ -363,7 +325,6 @@ sds aforkVersion(sds version) {
 /* INFO "fork": appended when the section is wanted. Cached values only. */
 sds aforkInfoFork(sds info, int wanted, int *sections) {
     if (!wanted) return info;
-    forkRecorded();
     if ((*sections)++) info = sdscat(info, "\r\n");
     info = sdscat(info, "# Fork\r\n");
     info = aforkKernelInfo(info);
@@ -375,7 +336,6 @@ sds aforkInfoFork(sds info, int wanted, int *sections) {
 
 /* CONFIG RESETSTAT. */
 void aforkResetStats(void) {
-    forkRecorded();
     aforkStatsReset();
     aforkWindowReset();
     aforkThpReset();
@@ -383,7 +343,6 @@ void aforkResetStats(void) {
 
 /* LATENCY DOCTOR, for each event: name the cause on this machine. */
 sds aforkLatencyAdvice(sds report, const char *event, int *advices) {
-    forkRecorded();
     if (strcasecmp(event, "fork") != 0) return aforkStatsAdvice(report, event);
     report = aforkSystemAdvice(report, advices);
     return aforkKernelAdvice(report, advices);

@@ -119,29 +119,15 @@ void aforkStatsBeforeFork(void) {
     fork_cpu_ns_before = threadCpuNsec();
 }
 
-/* First thing after fork() in the parent: the thread's usage into *u, and
- * nothing else written (the caller's record is the hook's only write). */
-void aforkStatsReadUsage(aforkForkUsage *u) {
+/* First thing after fork() in the parent: what fork() cost this thread. */
+void aforkStatsForkUsage(void) {
     struct rusage ru;
-    u->cpu_ns = threadCpuNsec();
-    if (getrusage(RUSAGE_THREAD, &ru) == 0) {
-        u->minflt = ru.ru_minflt;
-        u->nvcsw = ru.ru_nvcsw;
-        u->nivcsw = ru.ru_nivcsw;
-    } else {
-        u->minflt = -1;
-    }
-    u->process_minflt = minorFaults();
-}
-
-/* From the event loop: what fork() cost this thread, from the usage read
- * as it returned. */
-void aforkStatsForkUsage(const aforkForkUsage *u) {
-    if (fork_ru_before.ru_minflt == -1 || u->minflt == -1) return;
-    st.fork_cpu_usec = u->cpu_ns < 0 || fork_cpu_ns_before < 0 ? -1 : (u->cpu_ns - fork_cpu_ns_before) / 1000;
-    st.fork_minflt = u->minflt - fork_ru_before.ru_minflt;
-    st.fork_nvcsw = u->nvcsw - fork_ru_before.ru_nvcsw;
-    st.fork_nivcsw = u->nivcsw - fork_ru_before.ru_nivcsw;
+    if (fork_ru_before.ru_minflt == -1 || getrusage(RUSAGE_THREAD, &ru) != 0) return;
+    long long cpu_ns = threadCpuNsec();
+    st.fork_cpu_usec = cpu_ns < 0 || fork_cpu_ns_before < 0 ? -1 : (cpu_ns - fork_cpu_ns_before) / 1000;
+    st.fork_minflt = ru.ru_minflt - fork_ru_before.ru_minflt;
+    st.fork_nvcsw = ru.ru_nvcsw - fork_ru_before.ru_nvcsw;
+    st.fork_nivcsw = ru.ru_nivcsw - fork_ru_before.ru_nivcsw;
 }
 
 /* The after-fork hook's own time. */
@@ -158,22 +144,19 @@ static void recordPendingFork(void) {
         hdr_record_value(fork_hist, usec > AFORK_HIST_MAX_USEC ? AFORK_HIST_MAX_USEC : usec);
 }
 
-/* fork() returned in the parent with a child (told from the event loop,
- * with the process's minor faults and the memory in use when it
- * returned): no allocation, no file. child_delayed:
- * fork-debug-ready-delay holds the child back. */
-void aforkStatsForked(monotime start, monotime ret, int purpose, int child_delayed,
-                      long process_minflt, size_t used_bytes) {
+/* fork() returned in the parent with a child: no allocation, no file.
+ * child_delayed: fork-debug-ready-delay holds the child back. */
+void aforkStatsForked(monotime start, monotime ret, int purpose, int child_delayed) {
     long long usec = (long long)(ret - start);
     st.latest_fork_usec = usec;
-    st.fork_used_bytes = used_bytes;
+    st.fork_used_bytes = zmalloc_used_memory();
     st.fork_debug_delayed = child_delayed;
     if (usec > st.max_fork_usec) st.max_fork_usec = usec;
     st.total_fork_usec += usec;
     st.forks++;
     /* The histogram is written later (recordPendingFork): its pages are
-     * shared with the child now, and a first touch of each costs a
-     * copy-on-write fault. */
+     * shared with the child now, and their first touch would count in
+     * upstream's latest_fork_usec. */
     st.hist_pending_usec = usec < 1 ? 1 : usec;
     st.latest_child_ready_usec = -1;
     st.last_fork_async = 0;
@@ -181,7 +164,7 @@ void aforkStatsForked(monotime start, monotime ret, int purpose, int child_delay
     if (purpose != CHILD_TYPE_LDB) {
         cow.active = 1;
         cow.start = ret;
-        cow.start_minflt = process_minflt;
+        cow.start_minflt = minorFaults();
         st.cow_minor_faults = 0;
         st.cow_max_eventloop_usec = 0;
     }

@@ -12,19 +12,9 @@
 void aforkStatsInit(void);
 void aforkStatsBeforeFork(void);
 long long aforkStatsExpectedReadyUsec(size_t used_now);
-/* The main thread's usage as fork() returns, read in the after-fork hook
- * into afork.c's record and handed back from the event loop. */
-typedef struct {
-    long long cpu_ns;          /* CLOCK_THREAD_CPUTIME_ID; -1 unknown */
-    long minflt, nvcsw, nivcsw; /* getrusage(RUSAGE_THREAD); minflt -1 unknown */
-    long process_minflt;       /* getrusage(RUSAGE_SELF); -1 unknown */
-} aforkForkUsage;
-
-void aforkStatsReadUsage(aforkForkUsage *u);
-void aforkStatsForkUsage(const aforkForkUsage *u);
+void aforkStatsForkUsage(void);
 void aforkStatsHookTime(long long usec);
-void aforkStatsForked(monotime start, monotime ret, int purpose, int child_delayed,
-                      long process_minflt, size_t used_bytes);
+void aforkStatsForked(monotime start, monotime ret, int purpose, int child_delayed);
 void aforkStatsChildReady(monotime ready, monotime start, monotime ret);
 void aforkStatsLoopSample(long long usec);
 void aforkStatsCron(void);

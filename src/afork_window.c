@@ -35,17 +35,9 @@
  *
  * afork.c drives the window: before fork() (with whether this fork gets a
  * window: fork-quiet-window, and for "auto" what afork_kernel.c found), in
- * the child, when fork() failed, from serverCron and at exit. The child's
- * ready message is handed back through the function afork.c gave
- * aforkWindowInit(), once the window is closed.
- *
- * The parent writes nothing here between fork() and its next event: the
- * window is opened and the pipe's read end watched before fork(), and the
- * parent's write end is closed by the first of the window's calls after it
- * (forkCatchUp). Each page first written after fork() costs the parent a
- * copy-on-write fault (on an Async-fork kernel perhaps a page table's
- * copy too) inside the fork's own stall. The time fork() returned is read
- * from afork.c's record, through the pointer given to aforkWindowInit().
+ * the child, after fork() (with the time fork() returned), from serverCron
+ * and at exit. The child's ready message is handed back through the
+ * function afork.c gave aforkWindowInit(), once the window is closed.
  *
  * ----------------------------------------------------------------------------
  *
@@ -83,11 +75,10 @@ static struct {
     int rfd, wfd;              /* ready pipe; -1 when none */
     int quiet;                 /* this fork gets a quiet window */
     int open;                  /* the window is open now */
-    int forking;               /* set up for a fork the parent has not caught up with */
     int purge_pending;         /* a purge was asked for inside the window */
-    const monotime *parent_return; /* afork.c's: when fork() returned in the parent */
+    monotime parent_return;    /* fork() returned in the parent */
     aforkReadyFn *on_ready;    /* afork.c's, for the child's ready message */
-} win = { -1, -1, 0, 0, 0, 0, NULL, NULL };
+} win = { -1, -1, 0, 0, 0, 0, NULL };
 
 /* Counters (INFO fork, CONFIG RESETSTAT). */
 static struct {
@@ -369,7 +360,7 @@ static void windowClose(int why) {
     if (!win.open) return;
     win.open = 0;
     atomicSet(quiet_now, 0);
-    st.latest_usec = getMonotonicUs() - *win.parent_return;
+    st.latest_usec = getMonotonicUs() - win.parent_return;
     if (why == AFORK_WINDOW_TIMEOUT) st.timeouts++;
     if (why == AFORK_WINDOW_EOF) st.eofs++;
     allocatorRelease();
@@ -386,17 +377,6 @@ static void windowClose(int why) {
     }
 }
 
-/* The first of the window's calls after a fork: close the parent's write
- * end of the pipe (the child's exit then shows as EOF) and count the
- * window. */
-static void forkCatchUp(void) {
-    if (!win.forking) return;
-    win.forking = 0;
-    if (win.wfd != -1) close(win.wfd);
-    win.wfd = -1;
-    if (win.open) st.windows++;
-}
-
 /* Forget the ready pipe, closing its window first. */
 static void dropReadyPipe(int why) {
     windowClose(why);
@@ -411,7 +391,6 @@ static void dropReadyPipe(int why) {
 static void readyHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
     UNUSED(el); UNUSED(privdata); UNUSED(mask);
     monotime ready;
-    forkCatchUp();
     ssize_t n = read(fd, &ready, sizeof(ready));
     if (n == -1 && (errno == EAGAIN || errno == EINTR)) return;
     if (n == sizeof(ready)) {
@@ -423,27 +402,19 @@ static void readyHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
     }
 }
 
-/* Before fork(): open the ready pipe and watch its read end; when this
- * fork gets a window (quiet), hold the allocator and the background
- * threads, and open the window (it covers the parent from fork()'s
- * return; the child closes its own copy first thing). */
+/* Before fork(): open the ready pipe; when this fork gets a window (quiet),
+ * hold the allocator and the background threads. */
 void aforkWindowBeforeFork(int quiet, long long expected_copy_usec) {
     int fds[2];
     long long limit = (long long)afork_quiet_window_timeout_ms * 1000;
     if (expected_copy_usec > 0 && AFORK_WINDOW_COPY_MARGIN * expected_copy_usec > limit)
         limit = AFORK_WINDOW_COPY_MARGIN * expected_copy_usec;
     atomicSet(window_limit_usec, limit);
-    forkCatchUp();
     dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
     if (pipe2(fds, O_CLOEXEC) == 0) {
         win.rfd = fds[0];
         win.wfd = fds[1];
-        if (anetNonBlock(NULL, win.rfd) != ANET_OK ||
-            aeCreateFileEvent(server.el, win.rfd, AE_READABLE, readyHandler, NULL) == AE_ERR) {
-            close(win.rfd);
-            close(win.wfd);
-            win.rfd = win.wfd = -1;
-        }
+        if (anetNonBlock(NULL, win.rfd) != ANET_OK) dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
     }
     win.quiet = win.rfd != -1 && quiet;
     if (win.quiet) {
@@ -452,8 +423,6 @@ void aforkWindowBeforeFork(int quiet, long long expected_copy_usec) {
         atomicSet(quiet_now, 1);
         pthread_mutex_unlock(&warm_lock);
     }
-    win.open = win.quiet;
-    win.forking = win.rfd != -1;
 }
 
 /* First thing in the child: say it runs. Async-signal-safe. */
@@ -467,29 +436,46 @@ void aforkWindowInChild(void) {
     close(win.wfd);
     close(win.rfd);
     win.wfd = win.rfd = -1;
-    win.open = win.forking = 0;
     atomicSet(quiet_now, 0);
     allocatorRelease();   /* the child purges as usual */
 }
 
-/* fork() failed: no child, no window. */
-void aforkWindowForkFailed(void) {
-    win.forking = 0;
-    win.open = 0;
-    allocatorRelease();
-    atomicSet(quiet_now, 0);
-    dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
+/* First thing in the parent after fork(), which returned at parent_return:
+ * open the window (childpid -1: fork() failed, no window). */
+void aforkWindowAfterFork(pid_t childpid, monotime parent_return) {
+    if (childpid == -1) {
+        allocatorRelease();
+        atomicSet(quiet_now, 0);
+        dropReadyPipe(AFORK_WINDOW_NEXT_FORK);
+        return;
+    }
+    win.parent_return = parent_return;
+    if (win.wfd != -1) {
+        close(win.wfd);
+        win.wfd = -1;
+    }
+    if (win.rfd != -1 &&
+        aeCreateFileEvent(server.el, win.rfd, AE_READABLE, readyHandler, NULL) == AE_ERR) {
+        close(win.rfd);
+        win.rfd = -1;
+    }
+    if (win.quiet && win.rfd != -1) {
+        win.open = 1;
+        st.windows++;
+    } else {
+        allocatorRelease();
+        atomicSet(quiet_now, 0);
+    }
 }
 
 /* serverCron: 1 to skip this tick (window open); closes the window when
  * the child has not spoken within the timeout. */
 int aforkWindowCron(void) {
-    forkCatchUp();
     if (!win.open) return 0;
     long long limit_usec;
     atomicGet(window_limit_usec, limit_usec);
     monotime limit = (monotime)limit_usec;
-    if (getMonotonicUs() - *win.parent_return < limit) return 1;
+    if (getMonotonicUs() - win.parent_return < limit) return 1;
     windowClose(AFORK_WINDOW_TIMEOUT);
     return 0;
 }
@@ -500,7 +486,6 @@ int aforkWindowOpen(void) {
 
 /* Shutdown, exit: close the window and write what it holds, now. */
 void aforkWindowEnd(void) {
-    forkCatchUp();
     windowClose(AFORK_WINDOW_ABORT);
 }
 
@@ -518,11 +503,9 @@ void aforkWindowCrash(void) {
     crashFlushDeferredLogs();
 }
 
-/* Startup. on_ready gets the child's ready message, after the window;
- * parent_return is where afork.c records when fork() returned. */
-void aforkWindowInit(aforkReadyFn *on_ready, const monotime *parent_return) {
+/* Startup. on_ready gets the child's ready message, after the window. */
+void aforkWindowInit(aforkReadyFn *on_ready) {
     win.on_ready = on_ready;
-    win.parent_return = parent_return;
     /* Fault the ring in now, so a deferred line costs no new page. */
     memset(log_ring, 0, sizeof(log_ring));
     allocatorInit();
@@ -530,7 +513,6 @@ void aforkWindowInit(aforkReadyFn *on_ready, const monotime *parent_return) {
 
 /* CONFIG RESETSTAT. */
 void aforkWindowReset(void) {
-    forkCatchUp();
     st.windows = 0;
     st.timeouts = 0;
     st.eofs = 0;
@@ -541,7 +523,6 @@ void aforkWindowReset(void) {
 /* INFO fork: the window fields. enabled: forks get a window now. */
 sds aforkWindowInfo(sds info, int enabled) {
     long long limit_usec;
-    forkCatchUp();
     atomicGet(window_limit_usec, limit_usec);
     return sdscatprintf(info,
         "fork_quiet_window_enabled:%d\r\n"

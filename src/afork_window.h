@@ -23,11 +23,11 @@ extern int afork_debug_ready_delay_ms;
  * reported that it runs. */
 typedef void aforkReadyFn(monotime ready);
 
-void aforkWindowInit(aforkReadyFn *on_ready, const monotime *parent_return);
+void aforkWindowInit(aforkReadyFn *on_ready);
 int aforkWindowEnabled(int async_kernel);
 void aforkWindowBeforeFork(int quiet, long long expected_copy_usec);
 void aforkWindowInChild(void);
-void aforkWindowForkFailed(void);
+void aforkWindowAfterFork(pid_t childpid, monotime parent_return);
 int aforkWindowCron(void);
 int aforkWindowOpen(void);
 int aforkWindowLogDefer(int level, const char *msg);
