@@ -6,7 +6,8 @@
 Reads the AFORK-E2E lines (guest/redis-e2e latency) of
 RESULTS_DIR/LABEL/console.txt for each boot LABEL (e2e-stock, e2e-patched,
 e2e-optin; LABEL=NAME pools the boots given the same NAME, e.g. two
-interleaved boots of one kernel: v2a=v2 v3a=v3 v2b=v2 v3b=v3), writes RESULTS_DIR/e2e.tsv (every round) and prints per
+interleaved boots of one kernel: v2a=v2 v3a=v3 v2b=v2 v3b=v3), writes
+RESULTS_DIR/e2e.tsv (every round) and prints per
 kernel x size x cell the median and maximum over the rounds of: the
 parent's fork time (latest_fork_usec), the worst PING within 1 s after the
 fork, the worst PING over the save (or the AOF rewrite, or the replica's
@@ -321,7 +322,11 @@ def print_forkcost(results, labels):
                 continue
             pts = [(int(t[key]), float(t["fork_median_us"])) for t in lines]
             b = slope(pts)
-            print(f"  forktest, fork() by {key}: " + ", ".join(f"{n}: {us:.0f}" for n, us in pts) +
+            by_n = {}
+            for n, us in pts:
+                by_n.setdefault(n, []).append(us)
+            print(f"  forktest, fork() by {key}: " +
+                  ", ".join(f"{n}: {statistics.median(v):.0f}" for n, v in sorted(by_n.items())) +
                   (f"; one {what} costs the parent {b:.1f} us (slope)" if b is not None else ""))
         cols = ("fork_usec", "alone_usec", "cpu_usec", "hook_usec", "faults", "parent_tables")
         print("  " + "cell".ljust(12) + "".join(c.rjust(20) for c in cols))
