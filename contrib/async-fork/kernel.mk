@@ -32,7 +32,7 @@ export KERNEL_OUT REDIS_BIN_DIR KERNEL_NO_REDIS AFORK_CACHE AFORK_APT_URI JOBS P
        KERNEL_TEST_E2E_MEM KERNEL_TEST_E2E_BOOTS KERNEL_TEST_E2E_LAYOUT KERNEL_TEST_FORKCOST_CELLS KERNEL_SELFTESTS KERNEL_SELFTESTS_BOOTS \
        KERNEL_SELFTESTS_STEP_TIMEOUT KERNEL_SELFTESTS_TIMEOUT KERNEL_SELFTESTS_REPEAT
 
-.PHONY: kernel-src kernel-build kernel-test kernel-e2e kernel-boot kernel-trace kernel-patches \
+.PHONY: kernel-src kernel-build kernel-test kernel-test-full kernel-e2e kernel-boot kernel-trace kernel-patches \
         kernel-selftests kernel-kasan kernel-clean \
         check-deps-kernel
 
@@ -50,9 +50,16 @@ kernel-src: check-deps-kernel
 kernel-build: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@$(AFORK_KDIR)/scripts/kernel-test.sh build
 
-# Everything: builds, the suite on each kernel, tables; non-zero on failure.
+# What CI runs: the series' correctness on its debug build (lockdep,
+# DEBUG_VM, KUnit), the feature off against on; non-zero on failure.
 kernel-test: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@$(AFORK_KDIR)/scripts/kernel-test.sh test
+
+# Everything: the stock, patched, configured-out and debug kernels, the
+# suite on each, the mm selftests stock against patched, the short Redis
+# latency experiment, tables; non-zero on failure.
+kernel-test-full: check-deps-kernel $(KERNEL_REDIS_DEP)
+	@$(AFORK_KDIR)/scripts/kernel-test.sh full
 
 # The full Redis latency experiment (README: "The Redis latency
 # experiment"): stock kernel, patched vm.async_fork=2 and =1, 1024 and 1536
@@ -78,7 +85,7 @@ kernel-selftests: check-deps-kernel $(KERNEL_REDIS_DEP)
 # (contrib/async-fork/README.md says how long).
 kernel-kasan: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@rc=0; \
-	KERNEL_TEST_RUNS=kasan:all:vm.async_fork=2 KERNEL_TEST_DEBUG=0 KERNEL_TEST_E2E=0 \
+	KERNEL_TEST_RUNS=kasan:all:vm.async_fork=2 KERNEL_TEST_DEBUG=0 KERNEL_TEST_E2E=0 KERNEL_TEST_SELFTESTS=0 \
 	    KERNEL_TEST_HOST=0 KERNEL_TEST_PROBE=0 KERNEL_TEST_TIMEOUT=$${KERNEL_TEST_TIMEOUT:-14400} \
 	    $(AFORK_KDIR)/scripts/kernel-test.sh test || rc=1; \
 	KERNEL_SELFTESTS_BOOTS="stock-kasan kasan" KERNEL_SELFTESTS_TIMEOUT=$${KERNEL_SELFTESTS_TIMEOUT:-14400} \

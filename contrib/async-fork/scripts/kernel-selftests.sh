@@ -36,7 +36,10 @@
 #                           kernel-kasan), compared with stock instead, or
 #                           with stock-kasan, the stock tree built the same
 #                           way (the control for what only a 10 times slower
-#                           kernel fails), when that boot is among them
+#                           kernel fails), when that boot is among them;
+#                           "debug-off debug" is make kernel-test's pair
+#                           (CI): the patched debug build (lockdep, DEBUG_VM)
+#                           with vm.async_fork=0 against itself with =2
 #   KERNEL_SELFTESTS_REPEAT runs again, on both kernels, of a program that
 #                           failed only on the patched kernel (default 5;
 #                           0: none); one that fails on stock too, in any
@@ -99,12 +102,21 @@ prepare_source() {
 }
 
 build_kernels() {
-    say "build: stock and patched kernels (up to date: nothing to do)"
-    "$here/build-kernel.sh" stock stock || die "the stock kernel did not build."
-    "$here/build-kernel.sh" patched patched "$contrib/config/async-fork.config" ||
-        die "the patched kernel did not build."
-    cp "$out/stock/obj/afork-build.env" "$results/build-stock.env"
-    cp "$out/patched/obj/afork-build.env" "$results/build-patched.env"
+    say "build: the kernels of the boots: $boots (up to date: nothing to do)"
+    case " $boots " in *" stock "* | *" kasan "*)
+        "$here/build-kernel.sh" stock stock || die "the stock kernel did not build."
+        cp "$out/stock/obj/afork-build.env" "$results/build-stock.env" ;;
+    esac
+    case " $boots " in *" patched "*)
+        "$here/build-kernel.sh" patched patched "$contrib/config/async-fork.config" ||
+            die "the patched kernel did not build."
+        cp "$out/patched/obj/afork-build.env" "$results/build-patched.env" ;;
+    esac
+    case " $boots " in *" debug "* | *" debug-off "*)
+        "$here/build-kernel.sh" patched debug "$contrib/config/async-fork.config" \
+            "$contrib/config/debug.config" || die "the debug kernel did not build."
+        cp "$out/patched/obj-debug/afork-build.env" "$results/build-debug.env" ;;
+    esac
     case " $boots " in *" kasan "*)
         "$here/build-kasan.sh" patched || die "the KASAN kernel did not build."
         cp "$out/patched/obj-kasan/afork-build.env" "$results/build-kasan.env" ;;
@@ -184,16 +196,20 @@ build_cpio() {
 boot_one() {
     local kernel=$1 suffix=${2:-} args=()
     local image=$out/$kernel/obj/arch/x86/boot/bzImage
+    local sysctl=vm.async_fork=2
     case $kernel in
     kasan) image=$out/patched/obj-kasan/arch/x86/boot/bzImage ;;
     stock-kasan) image=$out/stock/obj-kasan/arch/x86/boot/bzImage ;;
+    debug) image=$out/patched/obj-debug/arch/x86/boot/bzImage ;;
+    debug-off) image=$out/patched/obj-debug/arch/x86/boot/bzImage sysctl=vm.async_fork=0 ;;
     esac
+    case $kernel in stock*) sysctl='' ;; esac
     args=(--kernel "$image" --initrd "$cpio"
           --out "$results/selftests-$kernel$suffix" --label "mm-$kernel$suffix" --mode selftests
           --tests "$steps" --numa 2 --smp 4 --timeout "$boot_timeout"
           --expect "$(echo "$steps" | tr , ' ')" --append "afork.timeout=$step_timeout")
-    case $kernel in stock*) ;; *) args+=(--sysctl vm.async_fork=2) ;; esac
-    say "boot: $kernel$(case $kernel in stock*) ;; *) echo ', vm.async_fork=2' ;; esac), $(echo "$steps" | tr , '\n' | wc -l) programs"
+    [ -z "$sysctl" ] || args+=(--sysctl "$sysctl")
+    say "boot: $kernel${sysctl:+, $sysctl}, $(echo "$steps" | tr , '\n' | wc -l) programs"
     "$here/boot.sh" "${args[@]}" || true
     [ -s "$results/selftests-$kernel$suffix/console.txt" ] || die "the $kernel boot left no console log."
 }
@@ -212,7 +228,7 @@ phase "build initramfs" build_base_initramfs
 phase "build selftests" build_selftests
 phase "build cpio" build_cpio
 for k in $boots; do
-    case $k in stock | patched | kasan | stock-kasan) ;; *) die "KERNEL_SELFTESTS_BOOTS: unknown boot '$k' (stock, patched, kasan, stock-kasan)" ;; esac
+    case $k in stock | patched | kasan | stock-kasan | debug | debug-off) ;; *) die "KERNEL_SELFTESTS_BOOTS: unknown boot '$k' (stock, patched, kasan, stock-kasan, debug, debug-off)" ;; esac
     phase "boot $k" boot_one "$k"
 done
 rc=0
@@ -220,6 +236,8 @@ rc=0
 cmp=patched ref=stock
 case " $boots " in *" kasan "*) cmp=kasan ;; esac
 case " $boots " in *" stock-kasan "*) ref=stock-kasan ;; esac
+case " $boots " in *" debug "*) cmp=debug ;; esac
+case " $boots " in *" debug-off "*) ref=debug-off ;; esac
 python3 "$here/selftests-table.py" "$results" --steps "$steps" --patched "$cmp" --stock "$ref" >"$results/table-first.txt" || rc=$?
 # A program that failed only on the patched kernel runs again, on both:
 # a failure the stock kernel shows too, in any run, is the test's or the
@@ -241,8 +259,8 @@ printf '\nphase times (s):\n'
 awk -F'\t' '{ printf "  %-22s %8.1f%s\n", $1, $2, ($3 == 0 ? "" : "  (exit " $3 ")") }' "$results/phases.tsv"
 printf '  %-22s %8.1f\n' total "$(since "$t_start")"
 case $rc in
-0) echo "kernel-selftests: the patched kernel fails nothing the stock kernel passes; results in $results" ;;
-1) echo "kernel-selftests: FAILED: the patched kernel fails what the stock kernel passes (above); results in $results" ;;
+0) echo "kernel-selftests: $cmp fails nothing that $ref passes; results in $results" ;;
+1) echo "kernel-selftests: FAILED: $cmp fails what $ref passes (above); results in $results" ;;
 *) echo "kernel-selftests: the table could not be made (status $rc); results in $results" ;;
 esac
 exit "$rc"

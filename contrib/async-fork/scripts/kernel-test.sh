@@ -7,10 +7,19 @@
 # phases.tsv there holds the seconds of each phase, drift.txt the hunks the
 # series needed fuzz for (a source other than the series' base).
 #
-#   kernel-test.sh [build|test|e2e] build: stop after the builds; test (default);
-#                                   e2e: the full Redis latency experiment
-#                                   only (stock and patched kernels built,
-#                                   three boots, no suite; make kernel-e2e)
+#   kernel-test.sh [build|test|full|e2e]
+#     build: stop after the builds (stock, patched, noasync, debug);
+#     test (default, make kernel-test, CI): checkpatch, the debug build of
+#       the series (lockdep, DEBUG_VM, KUnit) and the series configured out,
+#       the suite on the debug kernel with the feature off, on for all and
+#       opted in, the mm selftests off against on, redis-consistency; every
+#       check of correctness that fits CI, no timings;
+#     full (make kernel-test-full): also the stock and patched kernels, the
+#       suite on each, the mm selftests stock against patched, the short
+#       Redis latency experiment checked against stock Redis, the rebuild
+#       probe and the host fork-time run;
+#     e2e: the full Redis latency experiment only (stock and patched
+#       kernels built, three boots, no suite; make kernel-e2e)
 #
 # Environment (make variables of the same name in kernel.mk):
 #   KERNEL_TEST_RUNS     runs to make, each KERNEL[:MODE[:SYSCTLS[:prctl]]],
@@ -19,8 +28,11 @@
 #                        config/kasan.config: KASAN, DEBUG_PAGEALLOC,
 #                        PREEMPT; make kernel-kasan); default: stock, patched
 #                        with the feature off, on for all, per process, and
-#                        the debug build on for all (see $default_runs)
-#   KERNEL_TEST_DEBUG=0  no debug build (and no debug run)
+#                        the debug build on for all (see $default_runs;
+#                        test: the debug build off, on for all, opted in)
+#   KERNEL_TEST_DEBUG=0  no debug build (and no debug run); test: the
+#                        patched kernel instead of the debug one, and the
+#                        mm selftests stock against patched
 #   KERNEL_TEST_DEBUG_SCALE  scale of the debug and kasan runs (default 0.25)
 #   KERNEL_TEST_E2E=0    skip the Redis end-to-end boot (patched kernel,
 #                        vm.async_fork=2: redis-consistency, and the short
@@ -82,13 +94,29 @@ contrib=$(cd "$here/.." && pwd)
 top=$(cd "$contrib/../.." && pwd)
 out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
 export KERNEL_OUT=$out
-default_runs="stock patched:off:vm.async_fork=0 patched:all:vm.async_fork=2
-    patched:opt-in:vm.async_fork=1:prctl debug:all:vm.async_fork=2"
-debug=${KERNEL_TEST_DEBUG:-1}
-[ "$debug" = 1 ] || default_runs=${default_runs% debug:*}
-runs=${KERNEL_TEST_RUNS:-$default_runs}
-redis_mib=${KERNEL_TEST_REDIS_MIB:-512}
 action=${1:-test}
+debug=${KERNEL_TEST_DEBUG:-1}
+# test (CI) checks the series on the debug kernel against itself with the
+# feature off; full adds the stock and patched kernels, where timings mean
+# something.
+if [ "$action" = test ]; then
+    default_runs="debug:off:vm.async_fork=0 debug:all:vm.async_fork=2
+        debug:opt-in:vm.async_fork=1:prctl"
+    [ "$debug" = 1 ] || default_runs=${default_runs//debug:/patched:}
+    e2e_kernel=$([ "$debug" = 1 ] && echo debug || echo patched)
+    selftests_boots=$([ "$debug" = 1 ] && echo "debug-off debug" || echo "stock patched")
+    e2e_steps=redis-consistency
+else
+    default_runs="stock patched:off:vm.async_fork=0 patched:all:vm.async_fork=2
+        patched:opt-in:vm.async_fork=1:prctl debug:all:vm.async_fork=2"
+    [ "$debug" = 1 ] || default_runs=${default_runs% debug:*}
+    e2e_kernel=patched selftests_boots="stock patched"
+    e2e_steps=redis-consistency,redis-latency
+fi
+runs=${KERNEL_TEST_RUNS:-$default_runs}
+# redis-consistency: 256 MiB x 8 rounds on the debug kernel (test), 512 x 10
+# (full), 20 rounds for the experiment.
+redis_mib=${KERNEL_TEST_REDIS_MIB:-$([ "$e2e_kernel" = debug ] && echo 256 || echo 512)}
 if [ "$action" = e2e ]; then
     redis_lat_mib=${KERNEL_TEST_REDIS_LAT_MIB:-1024,1536}
     redis_lat_rounds=${KERNEL_TEST_REDIS_LAT_ROUNDS:-10}
@@ -97,7 +125,7 @@ if [ "$action" = e2e ]; then
 else
     redis_lat_mib=${KERNEL_TEST_REDIS_LAT_MIB:-512}
     redis_lat_rounds=${KERNEL_TEST_REDIS_LAT_ROUNDS:-3}
-    redis_rounds=${KERNEL_TEST_REDIS_ROUNDS:-10}
+    redis_rounds=${KERNEL_TEST_REDIS_ROUNDS:-$([ "$e2e_kernel" = debug ] && echo 8 || echo 10)}
     e2e_mem=${KERNEL_TEST_E2E_MEM:-6144}
 fi
 e2e_boots=${KERNEL_TEST_E2E_BOOTS:-stock patched optin}
@@ -231,17 +259,31 @@ build_one() {
     cp "$obj/afork-build.env" "$results/build-$name.env"
 }
 
+# Whether kernel $1 is booted by this run: a suite run, the Redis boot, the
+# mm selftests; the build action and full build stock and patched always.
+needs_kernel() {
+    [ "$action" = test ] || case $1 in stock | patched) return 0 ;; esac
+    printf '%s\n' $runs | cut -d: -f1 | grep -qx "$1" && return 0
+    [ "${KERNEL_TEST_E2E:-1}" = 1 ] && [ "$e2e_kernel" = "$1" ] && return 0
+    [ "$selftests" != 0 ] && case " $selftests_boots " in *" $1 "* | *" $1-off "*) return 0 ;; esac
+    return 1
+}
+
 build_kernels() {
-    say "build: stock kernel"
-    phase "build stock" build_one stock stock
-    say "build: patched kernel (CONFIG_ASYNC_FORK=y)"
-    phase "build patched" build_one patched patched "$contrib/config/async-fork.config"
+    if needs_kernel stock; then
+        say "build: stock kernel"
+        phase "build stock" build_one stock stock
+    fi
+    if needs_kernel patched; then
+        say "build: patched kernel (CONFIG_ASYNC_FORK=y)"
+        phase "build patched" build_one patched patched "$contrib/config/async-fork.config"
+    fi
     # The series with the feature configured out: everything it touches
     # (mm/, kernel/, arch/x86/mm/) must still compile. Only those
     # directories, to keep CI short: the rest is the stock code.
     say "build: patched tree, CONFIG_ASYNC_FORK off (mm/ kernel/ arch/x86/mm/)"
     KERNEL_BUILD_TARGETS="mm/ kernel/ arch/x86/mm/" phase "build noasync" build_one noasync patched
-    if [ "$debug" = 1 ]; then
+    if { [ "$action" != test ] && [ "$debug" = 1 ]; } || needs_kernel debug; then
         say "build: patched debug kernel (PROVE_LOCKING, DEBUG_VM, DEBUG_VM_PGFLAGS)"
         phase "build debug" build_one debug patched "$contrib/config/async-fork.config" \
             "$contrib/config/debug.config"
@@ -261,7 +303,8 @@ build_kasan() {
 
 # Touch mm/memory.c in the patched tree and rebuild: the edit-compile loop.
 rebuild_probe() {
-    [ "${KERNEL_TEST_PROBE:-1}" = 1 ] || return 0
+    [ "${KERNEL_TEST_PROBE:-$([ "$action" = test ] && echo 0 || echo 1)}" = 1 ] || return 0
+    [ -f "$(image_of patched)" ] || return 0
     say "rebuild probe: touch mm/memory.c in the patched tree, rebuild"
     touch "$out/patched/linux/mm/memory.c"
     mv "$results/build-patched.env" "$results/build-patched.env.keep"
@@ -293,10 +336,13 @@ expected_steps() {
     fi
 }
 
-# A boot that runs nothing: the time from QEMU start to power-off.
+# A boot that runs nothing: the time from QEMU start to power-off, on the
+# stock kernel (the first run's when there is none).
 measure_boot() {
-    say "boot time: stock kernel, no tests, to power-off"
-    "$here/boot.sh" --kernel "$(image_of stock)" --initrd "$initramfs" \
+    local kernel=stock
+    [ -f "$(image_of stock)" ] || kernel=$(printf '%s\n' $runs | head -n 1 | cut -d: -f1)
+    say "boot time: $kernel kernel, no tests, to power-off"
+    "$here/boot.sh" --kernel "$(image_of "$kernel")" --initrd "$initramfs" \
         --out "$results/boot-only" --label boot-only --tests none --expect "" \
         --timeout "$(limit 300)"
 }
@@ -339,15 +385,15 @@ run_suite() {
     "$here/boot.sh" "${args[@]}" || failed_runs+=("$label")
 }
 
-# The kernel's mm selftests, stock vs patched (=2): kernel-selftests.sh,
-# which finds the kernels built and keeps its own results folder (named in
-# its output); a program that fails only on the patched kernel runs twice
-# more on both.
+# The kernel's mm selftests, stock vs patched (=2), or in test the debug
+# kernel off vs on: kernel-selftests.sh, which finds the kernels built and
+# keeps its own results folder (named in its output); a program that fails
+# only with the feature on runs twice more on both.
 mm_selftests() {
     [ "$selftests" != 0 ] || return 0
-    say "mm selftests: stock vs patched vm.async_fork=2 ($(echo "$selftests" | tr , '\n' | wc -l) steps)"
+    say "mm selftests: ${selftests_boots/ / vs } vm.async_fork=2 ($(echo "$selftests" | tr , '\n' | wc -l) steps)"
     KERNEL_SELFTESTS=$selftests KERNEL_SELFTESTS_REPEAT=${KERNEL_SELFTESTS_REPEAT:-2} \
-        KERNEL_SELFTESTS_TIMEOUT=$(limit 1200) KERNEL_SELFTESTS_BOOTS="stock patched" \
+        KERNEL_SELFTESTS_TIMEOUT=$(limit 1200) KERNEL_SELFTESTS_BOOTS="$selftests_boots" \
         "$here/kernel-selftests.sh" || failed_runs+=("mm-selftests")
 }
 
@@ -364,11 +410,12 @@ e2e_boot() {
         "$@" || failed_runs+=("$label")
 }
 
-# CI: the patched kernel (vm.async_fork=2) only: consistency, and the short
-# experiment whose redis-afork cells must not be worse than stock's.
+# One Redis boot, vm.async_fork=2: consistency on the debug kernel (test),
+# or on the patched kernel with the short experiment whose redis-afork cells
+# must not be worse than stock's (full).
 redis_e2e() {
     [ "${KERNEL_TEST_E2E:-1}" = 1 ] || return 0
-    phase "e2e patched" e2e_boot patched e2e-patched redis-consistency,redis-latency \
+    phase "e2e $e2e_kernel" e2e_boot "$e2e_kernel" "e2e-$e2e_kernel" "$e2e_steps" \
         --sysctl vm.async_fork=2
 }
 
@@ -391,7 +438,7 @@ redis_experiment() {
 }
 
 host_fork_time() {
-    [ "${KERNEL_TEST_HOST:-1}" = 1 ] || return 0
+    [ "${KERNEL_TEST_HOST:-$([ "$action" = test ] && echo 0 || echo 1)}" = 1 ] || return 0
     [[ ",$tests," == *,fork-time,* ]] || [ "$tests" = all ] || return 0
     say "fork-time on the host ($(uname -r)), same program, same sizes"
     mkdir -p "$results/host"
@@ -426,7 +473,7 @@ print_runs() {
     f=$results/boot-only/run.env
     accel=$(env_value "$f" RUN_ACCEL)
     echo "Accelerator: ${accel:-?} ($(grep -qwE 'vmx|svm' /proc/cpuinfo && echo 'vmx/svm present' || echo 'no vmx/svm in /proc/cpuinfo'))"
-    [ -f "$f" ] && echo "Boot to power-off (stock, no tests): $(env_value "$f" RUN_WALL_SECONDS) s (init started at guest uptime $(env_value "$f" RUN_INIT_UPTIME))"
+    [ -f "$f" ] && echo "Boot to power-off (no tests, kernel $(env_value "$f" RUN_KERNEL)): $(env_value "$f" RUN_WALL_SECONDS) s (init started at guest uptime $(env_value "$f" RUN_INIT_UPTIME))"
     for spec in $runs; do
         label=$(run_label "$spec")
         f=$results/$label/run.env
@@ -480,8 +527,10 @@ print_forktime_table() {
         for label in "${cols[@]}"; do
             row+=$(forktime_cell "$results/$label/forktime.tsv" "$size")
         done
-        echo "$row"
+        # A size no run measured (the debug runs fork 512 MiB only).
+        [ -n "$(echo "${row#"$size"}" | tr -d ' -')" ] && echo "$row"
     done
+    return 0
 }
 
 # The experiment's table (scripts/e2e-table.py), a plot, and in CI the
@@ -489,11 +538,13 @@ print_forktime_table() {
 print_redis_tables() {
     local f py=python3 check=()
     [ "${KERNEL_TEST_E2E:-1}" = 1 ] || [ "$action" = e2e ] || return 0
-    f=$results/e2e-patched/console.txt
+    f=$results/e2e-$e2e_kernel/console.txt
     if [ -f "$f" ]; then
-        printf '\nredis-consistency (patched kernel, vm.async_fork=2, redis-afork, %s MiB): %s of %s rounds equal\n' "$redis_mib" \
+        printf '\nredis-consistency (%s kernel, vm.async_fork=2, redis-afork, %s MiB): %s of %s rounds equal\n' \
+            "$e2e_kernel" "$redis_mib" \
             "$(grep -c 'AFORK-CONSISTENCY .*equal=1' "$f")" "$(grep -c 'AFORK-CONSISTENCY ' "$f")"
     fi
+    [[ ,$e2e_steps, == *,redis-latency,* ]] || [ "$action" = e2e ] || return 0
     [ -x "$top/build/bench-venv/bin/python3" ] && py=$top/build/bench-venv/bin/python3
     [ "$action" = e2e ] || [ "${KERNEL_TEST_E2E_CHECK:-1}" = 0 ] || check=(--check)
     "$py" "$here/e2e-table.py" "$results" $e2e_labels --plot "$results/e2e.png" "${check[@]}" ||
@@ -554,8 +605,8 @@ report() {
     echo "kernel-test: all runs passed ($(fmt_duration "$(since "$t_start")") in all); results in $results"
 }
 
-case $action in build | test | e2e) ;; *) die "usage: kernel-test.sh [build|test|e2e]" ;; esac
-e2e_labels=e2e-patched
+case $action in build | test | full | e2e) ;; *) die "usage: kernel-test.sh [build|test|full|e2e]" ;; esac
+e2e_labels=e2e-$e2e_kernel
 t_start=$(date +%s.%N)
 failed_runs=()
 kernel_version='?'
