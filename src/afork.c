@@ -31,7 +31,8 @@
  *   before fork      thp, system (their threads start nothing new), window,
  *                    kernel (its counters), stats
  *   in child         window
- *   after fork       window, stats
+ *   after fork       window, stats, thp (a failed fork() only)
+ *   fork timed       window, stats (upstream has taken latest_fork_usec)
  *   child ready      stats, kernel (through the window's ready pipe)
  *   child gone       stats, kernel, thp
  *   cron             window (may skip the tick), stats, kernel, system
@@ -190,19 +191,32 @@ static void bindChildEarly(pid_t childpid, int purpose) {
     if (cpulist && aforkKernelAsyncEnabled()) aforkSetTaskCpus(childpid, cpulist);
 }
 
-/* redisFork, first thing in the parent (childpid -1: fork() failed). */
+/* redisFork, first thing in the parent. A failed fork() (-1) is undone
+ * here, before upstream returns; with a child, nothing happens until
+ * aforkAfterForkTimed(). The first system call after fork() is where the
+ * kernel most often switches to the new child: made here, it would count
+ * in upstream's latest_fork_usec, which stock Redis takes before any. */
 void aforkAfterFork(pid_t childpid) {
+    if (childpid != -1) return;
     monotime now = getMonotonicUs();
     forkPreemptionRestored();
     aforkStatsForkUsage();
-    if (childpid != -1) bindChildEarly(childpid, fork_now.purpose);
     aforkWindowAfterFork(childpid, now);
-    if (childpid == -1) {
-        aforkThpForkFailed();
-        return;
-    }
-    fork_now.ret = now;
-    aforkStatsForked(fork_now.start, now, fork_now.purpose, afork_debug_ready_delay_ms != 0);
+    aforkThpForkFailed();
+}
+
+/* redisFork, in the parent once upstream has timed the fork
+ * (latest_fork_usec, its LATENCY sample): the child gets its CPUs, the
+ * window watches its ready pipe, the fork goes into the stats. fork()
+ * returned usec after start, as upstream measured it. */
+void aforkAfterForkTimed(pid_t childpid, long long usec) {
+    monotime now = getMonotonicUs();
+    fork_now.ret = fork_now.start + (monotime)(usec > 0 ? usec : 0);
+    forkPreemptionRestored();
+    aforkStatsForkUsage();
+    bindChildEarly(childpid, fork_now.purpose);
+    aforkWindowAfterFork(childpid, fork_now.ret);
+    aforkStatsForked(fork_now.start, fork_now.ret, fork_now.purpose, afork_debug_ready_delay_ms != 0);
     aforkStatsHookTime((long long)(getMonotonicUs() - now));
 }
 

@@ -27,6 +27,7 @@ void aforkInit(void);
 void aforkBeforeFork(int purpose);
 void aforkInChild(void);
 void aforkAfterFork(pid_t childpid);
+void aforkAfterForkTimed(pid_t childpid, long long usec);
 void aforkChildGone(void);
 
 /* The event loop (serverCron, beforeSleep). */

@@ -59,7 +59,7 @@ static struct {
     long long fork_minflt;
     long long fork_nvcsw;
     long long fork_nivcsw;
-    long long fork_hook_usec;            /* aforkAfterFork's own time; -1 none */
+    long long fork_hook_usec;            /* aforkAfterForkTimed's time; -1 none */
     size_t fork_used_bytes;              /* zmalloc_used_memory() at the latest fork */
     size_t ready_used_bytes;             /* ... at the fork whose child last reported */
     long long ready_usec;                /* that child's ready time; -1 none */

@@ -44,7 +44,7 @@ start_server {tags {"afork external:skip"}} {
         assert_equal [expr {[afork_kernel] ? "in" : "unsupported"}] [fork_info fork_async_optin]
     }
 
-    test {INFO fork: the parent's CPU time, switches and faults across fork(), and our hook} {
+    test {INFO fork: the parent's CPU time, switches and faults across fork(), and our after-fork work} {
         foreach f {latest_fork_cpu_usec latest_fork_minor_faults latest_fork_voluntary_switches
                    latest_fork_involuntary_switches latest_fork_hook_usec} {
             assert_equal -1 [fork_info $f]
@@ -58,8 +58,9 @@ start_server {tags {"afork external:skip"}} {
         assert {[fork_info latest_fork_minor_faults] > 0}
         assert {[fork_info latest_fork_voluntary_switches] >= 0}
         assert {[fork_info latest_fork_involuntary_switches] >= 0}
-        set hook [fork_info latest_fork_hook_usec]
-        assert {$hook >= 0 && $hook <= [s latest_fork_usec]}
+        # Our after-fork work is recorded. It runs once upstream has timed
+        # the fork, so it may take longer than latest_fork_usec.
+        assert {[fork_info latest_fork_hook_usec] >= 0}
     }
 }
 
