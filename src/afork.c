@@ -193,9 +193,10 @@ static void bindChildEarly(pid_t childpid, int purpose) {
 
 /* redisFork, first thing in the parent. A failed fork() (-1) is undone
  * here, before upstream returns; with a child, nothing happens until
- * aforkAfterForkTimed(). The first system call after fork() is where the
- * kernel most often switches to the new child: made here, it would count
- * in upstream's latest_fork_usec, which stock Redis takes before any. */
+ * aforkAfterForkTimed(). The kernel may switch to the new child on the
+ * way back from the parent's first system call after fork(): made here,
+ * that switch would count in upstream's latest_fork_usec, which stock
+ * Redis takes before any system call. */
 void aforkAfterFork(pid_t childpid) {
     if (childpid != -1) return;
     monotime now = getMonotonicUs();

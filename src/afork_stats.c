@@ -155,8 +155,8 @@ void aforkStatsForked(monotime start, monotime ret, int purpose, int child_delay
     st.total_fork_usec += usec;
     st.forks++;
     /* The histogram is written later (recordPendingFork): its pages are
-     * shared with the child now, and their first touch would count in
-     * upstream's latest_fork_usec. */
+     * shared with the child now, and a first touch of each costs a
+     * copy-on-write fault on the fork's path. */
     st.hist_pending_usec = usec < 1 ? 1 : usec;
     st.latest_child_ready_usec = -1;
     st.last_fork_async = 0;
