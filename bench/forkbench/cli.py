@@ -32,7 +32,8 @@ forkbench.shapes).
 --peer NAME=BINARY[:ARGS] adds any RESP server as one more variant; a peer
 that fails to start or lacks a command the bench needs is reported and
 skipped. The machine is checked before and watched during the run
-(machine).
+(machine); --hold-reporting holds a VM's free page reporting back for the
+run, standing in for a host that does not take freed memory back.
 
 Writes to the output folder: results.csv (every figure of every run),
 runs.csv (what ran when, and what else used the CPU meanwhile),
@@ -41,6 +42,7 @@ and spread, ratio to the baseline with its confidence interval, verdict),
 the probe timelines and the plots (plots). Run through bench/run.sh (python3 -m forkbench).
 """
 import argparse
+import atexit
 import os
 import random
 import shutil
@@ -202,6 +204,10 @@ def parse_args():
                    help="how long the machine is watched before the run")
     p.add_argument("--no-pretouch", action="store_true",
                    help="skip touching the run's memory once before it starts")
+    p.add_argument("--hold-reporting", action="store_true",
+                   help="a VM whose balloon reports free memory to its host: hold the reports "
+                        "back for the run, after the pre-touch, to stand in for a host without "
+                        "them (needs root and a kernel with page_reporting parameters)")
     p.add_argument("--require-clean", action="store_true",
                    help="refuse to run on uncommitted changes (else results are marked -dirty)")
     p.add_argument("--scratch", default=None, help="where servers keep their RDB files")
@@ -246,6 +252,7 @@ def check_args(p, a):
         a.seed = random.SystemRandom().randrange(1 << 31)
     a.tools = a.afork_bin
     a.keys_by_size = {}
+    a.reporting_was = None
     for d in (a.afork_bin, a.stock_bin):
         if not os.access(os.path.join(d, "redis-server"), os.X_OK):
             p.error("no redis-server in %s (run make and make stock)" % d)
@@ -258,6 +265,13 @@ def prepare_machine(args):
     for w in before["warnings"]:
         note("warning: " + w)
     pretouched = None
+    if args.hold_reporting:
+        try:
+            args.reporting_was = machine.hold_reporting()
+        except (ValueError, OSError) as e:
+            sys.exit("bench: --hold-reporting: %s" % e)
+        atexit.register(machine.set_reporting, args.reporting_was)
+        note("free page reporting held back for the run (was %s)" % args.reporting_was)
     if not args.no_pretouch:
         need = max(largest_need(s, args.variants, args.scenario)[0] for s in args.sizes)
         pretouched = machine.pretouch(need)

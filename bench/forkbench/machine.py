@@ -234,6 +234,48 @@ class Monitor(threading.Thread):
                                                           i["ours_cpus"], i["others_cpus"]))
 
 
+# ------------------------------------------------- free page reporting
+
+# Where a VM's balloon driver reports freed memory to its host, which takes
+# it back: the next write to it faults in the host, 4 KiB at a time, which
+# makes every new huge page slow. These parameters (of the kernels that have
+# them) delay the report: a block is reported once it has stayed free for
+# min_free_ms, or at once when more than max_waiting_mib wait.
+REPORTING = "/sys/module/page_reporting/parameters"
+HOLD_MS = 24 * 3600 * 1000
+
+
+def reporting_state():
+    """min_free_ms and max_waiting_mib now, or None where they are absent."""
+    try:
+        return {k: int(read(os.path.join(REPORTING, k), "")) for k in
+                ("min_free_ms", "max_waiting_mib")}
+    except ValueError:
+        return None
+
+
+def set_reporting(state):
+    for k, v in state.items():
+        with open(os.path.join(REPORTING, k), "w") as f:
+            f.write("%d\n" % v)
+
+
+def hold_reporting():
+    """Hold free page reporting back for the run (no free block is reported
+    for a day, however many wait): the memory the run touches first stays
+    backed by the host, as on a host without reporting. Returns the values to
+    put back; ValueError where the machine cannot."""
+    was = reporting_state()
+    if was is None:
+        raise ValueError("no %s/min_free_ms here: this machine's kernel cannot hold free page "
+                         "reporting back" % REPORTING)
+    if not os.access(os.path.join(REPORTING, "min_free_ms"), os.W_OK):
+        raise ValueError("%s is not writable (run as root)" % REPORTING)
+    set_reporting({"min_free_ms": HOLD_MS,
+                   "max_waiting_mib": int(meminfo("MemTotal") // MIB) * 2})
+    return was
+
+
 # ---------------------------------------------------------------- pre-touch
 
 def pretouch(nbytes, keep_free=512 * MIB):

@@ -46,6 +46,7 @@ def machine_record(args, source, before, pretouched):
     rec.update(machine.describe())
     rec.update({
         "before": before, "pretouch": pretouched,
+        "reporting_held": bool(args.reporting_was),
         "stock": version(os.path.join(args.stock_bin, "redis-server")),
         "redis_afork": version(os.path.join(args.afork_bin, "redis-server")),
         "redis_afork_commit": source["checkout"]["describe"],

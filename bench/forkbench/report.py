@@ -444,6 +444,9 @@ def machine_lines(m):
                      "average (max %.2f); steal %.1f%% (max %.1f%%); load average up to %.2f"
                      % (d["samples"], d["others_cpus_mean"], d["others_cpus_max"],
                         d["steal_pct_mean"], d["steal_pct_max"], d["load1_max"]))
+    if m.get("reporting_held"):
+        lines.append("- the VM's free page reporting held back for the run (`--hold-reporting`): "
+                     "it stands in for a host that does not take freed memory back")
     p = m.get("pretouch")
     if p:
         lines.append("- memory pre-touched once before the run: %.2f GiB in %.2f s"

@@ -55,3 +55,29 @@ def test_a_relative_peer_path_is_made_absolute(tmp_path, monkeypatch):
                            afork_bin=str(tmp_path / "bin"), stock_bin=str(tmp_path / "bin"))
     cli.check_args(argparse.ArgumentParser(), a)
     assert a.peers["p"]["binary"] == str(tmp_path / "bin" / "redis-server")
+
+
+def test_hold_reporting_holds_and_gives_back(tmp_path, monkeypatch):
+    # the parameters' folder of a kernel that has them, in a scratch folder
+    from forkbench import machine
+    (tmp_path / "min_free_ms").write_text("0\n")
+    (tmp_path / "max_waiting_mib").write_text("1024\n")
+    monkeypatch.setattr(machine, "REPORTING", str(tmp_path))
+    was = machine.hold_reporting()
+    assert was == {"min_free_ms": 0, "max_waiting_mib": 1024}
+    held = machine.reporting_state()
+    assert held["min_free_ms"] == machine.HOLD_MS
+    assert held["max_waiting_mib"] * machine.MIB >= machine.meminfo("MemTotal")
+    machine.set_reporting(was)
+    assert machine.reporting_state() == was
+
+
+def test_hold_reporting_refused_where_the_kernel_cannot(tmp_path, monkeypatch):
+    from forkbench import machine
+    monkeypatch.setattr(machine, "REPORTING", str(tmp_path / "absent"))
+    try:
+        machine.hold_reporting()
+    except ValueError as e:
+        assert "cannot hold free page reporting back" in str(e)
+    else:
+        raise AssertionError("hold_reporting() did not refuse")
