@@ -46,7 +46,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CG_ROOT "/sys/fs/cgroup"
 #define SEED 0x7407
 #define QUOTA "1000 100000"     /* cpu.max: 1 ms per 100 ms period */
 #define PACE_NS 2000000ULL      /* the parent writes every 2 ms */
@@ -133,39 +132,6 @@ static void child_main(struct chase *c, int started_fd, int report_fd, uint64_t 
     r.bad_page = bad_page;
     send_report(report_fd, &r);
     _exit(0);
-}
-
-static pid_t clone_into(int cgroup_fd)
-{
-    struct clone_args args = {
-        .flags = CLONE_INTO_CGROUP,
-        .exit_signal = SIGCHLD,
-        .cgroup = (uint64_t)cgroup_fd,
-    };
-
-    return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
-}
-
-/* A new cgroup @dir with @controller on; @file (if any) set to @value. */
-static int set_up_cgroup(const char *dir, const char *controller, const char *file,
-                         const char *value, int *fd)
-{
-    char path[256];
-
-    if (access(CG_ROOT "/cgroup.controllers", R_OK) != 0)
-        return fail("cgroup v2 is not mounted at " CG_ROOT);
-    snprintf(path, sizeof(path), "+%s", controller);
-    if (write_file(CG_ROOT "/cgroup.subtree_control", path) != 0)
-        return fail("enable the %s controller: %s", controller, strerror(errno));
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return fail("mkdir %s: %s", dir, strerror(errno));
-    snprintf(path, sizeof(path), "%s/%s", dir, file ? file : "");
-    if (file && write_file(path, value) != 0)
-        return fail("write %s to %s: %s", value, path, strerror(errno));
-    *fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (*fd < 0)
-        return fail("open %s: %s", dir, strerror(errno));
-    return 0;
 }
 
 /* Every mark the parent wrote is still there; the rest is the pattern. */

@@ -5,14 +5,18 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sched.h>
 #include <sched.h>
 #include <sys/klog.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -459,6 +463,59 @@ int kernel_log_count(const char *what, char *last, size_t len)
     }
     free(buf);
     return count;
+}
+
+/* Kernel log lines that show a broken kernel. */
+const char *const splats[NSPLATS] = { "WARNING:", "BUG:", "Bad rss-counter", "Bad page" };
+
+void count_splats(int counts[NSPLATS], char *last, size_t len)
+{
+    for (size_t i = 0; i < NSPLATS; i++)
+        counts[i] = kernel_log_count(splats[i], last, len);
+}
+
+int check_splats(const int before[NSPLATS], const int after[NSPLATS], const char *last)
+{
+    for (size_t i = 0; i < NSPLATS; i++)
+        if (before[i] >= 0 && after[i] > before[i])
+            return fail("the kernel logged %d \"%s\" line(s) during the test, the last: %s",
+                        after[i] - before[i], splats[i], last);
+    return 0;
+}
+
+/* --- cgroup v2 ----------------------------------------------------------- */
+
+pid_t clone_into(int cgroup_fd)
+{
+    struct clone_args args = {
+        .flags = CLONE_INTO_CGROUP,
+        .exit_signal = SIGCHLD,
+        .cgroup = (uint64_t)cgroup_fd,
+    };
+
+    return (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+}
+
+/* A new cgroup @dir with @controller on; @file (if any) set to @value. */
+int set_up_cgroup(const char *dir, const char *controller, const char *file,
+                         const char *value, int *fd)
+{
+    char path[256];
+
+    if (access(CG_ROOT "/cgroup.controllers", R_OK) != 0)
+        return fail("cgroup v2 is not mounted at " CG_ROOT);
+    snprintf(path, sizeof(path), "+%s", controller);
+    if (write_file(CG_ROOT "/cgroup.subtree_control", path) != 0)
+        return fail("enable the %s controller: %s", controller, strerror(errno));
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return fail("mkdir %s: %s", dir, strerror(errno));
+    snprintf(path, sizeof(path), "%s/%s", dir, file ? file : "");
+    if (file && write_file(path, value) != 0)
+        return fail("write %s to %s: %s", value, path, strerror(errno));
+    *fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (*fd < 0)
+        return fail("open %s: %s", dir, strerror(errno));
+    return 0;
 }
 
 void pin_to_cpu(int cpu)

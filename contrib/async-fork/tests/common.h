@@ -119,6 +119,22 @@ unsigned long long vmstat_counter(const char *name);
 int kernel_log_count(const char *what, char *last, size_t len);
 /* Run the calling thread on @cpu only (aborts on failure). */
 void pin_to_cpu(int cpu);
+/* Kernel log lines that show a broken kernel (WARNING, BUG, Bad rss-counter,
+ * Bad page): counted before and after a test; check_splats() fails the test
+ * if any grew, naming the last. */
+#define NSPLATS 4
+extern const char *const splats[NSPLATS];
+void count_splats(int counts[NSPLATS], char *last, size_t len);
+int check_splats(const int before[NSPLATS], const int after[NSPLATS], const char *last);
+
+/* cgroup v2 (the test guest only). set_up_cgroup(): a new cgroup @dir with
+ * @controller on and @file (if any) set to @value, opened in *fd; 0 or
+ * fail(). clone_into(): fork() into the cgroup open in @cgroup_fd
+ * (clone3 CLONE_INTO_CGROUP), as a container runtime or systemd would. */
+#define CG_ROOT "/sys/fs/cgroup"
+int set_up_cgroup(const char *dir, const char *controller, const char *file,
+                  const char *value, int *fd);
+pid_t clone_into(int cgroup_fd);
 
 /* Test tables of each source file. */
 extern const struct test_case snapshot_tests[];
@@ -130,6 +146,7 @@ extern const struct test_case failpath_tests[];
 extern const struct test_case failrace_tests[];
 extern const struct test_case pinned_tests[];
 extern const struct test_case cgroup_tests[];
+extern const struct test_case inject_tests[];
 extern const struct test_case forktime_tests[];
 
 /* Entry of the exec'ed helper used by vfork/posix_spawn tests. */

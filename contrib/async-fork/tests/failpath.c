@@ -25,7 +25,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define CG_ROOT "/sys/fs/cgroup"
 
 /* --- ro-thp-force-write ------------------------------------------------ */
 

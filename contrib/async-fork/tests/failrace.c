@@ -329,16 +329,6 @@ static void injection_off(void)
     write_file(FAIL_DIR "/probability", "0");
 }
 
-/* Kernel log lines that show a broken kernel, counted. */
-static const char *const splats[] = { "WARNING:", "BUG:", "Bad rss-counter", "Bad page" };
-#define NSPLATS (sizeof(splats) / sizeof(splats[0]))
-
-static void count_splats(int counts[NSPLATS], char *last, size_t len)
-{
-    for (size_t i = 0; i < NSPLATS; i++)
-        counts[i] = kernel_log_count(splats[i], last, len);
-}
-
 /* The parent's memory at the end: the writers' last values and the pattern. */
 static int region_intact(struct race *r, struct writer *w)
 {
@@ -444,10 +434,8 @@ static int failed_session_race(void)
                   atomic_load(&r.mem_bad), r.first_bad);
     if (rc == 0)
         rc = region_intact(&r, w);
-    for (size_t i = 0; i < NSPLATS && rc == 0; i++)
-        if (before[i] >= 0 && after[i] > before[i])
-            rc = fail("the kernel logged %d \"%s\" line(s) during the test, the last: %s",
-                      after[i] - before[i], splats[i], last);
+    if (rc == 0)
+        rc = check_splats(before, after, last);
     if (rc == 0 && active > 0 && (failed < 3 || sessions <= failed || !deferred || !copied))
         rc = fail("%llu of %llu sessions failed, %llu tables deferred, %llu copied first by a "
                   "fault: not the mix the test needs, it proves nothing", failed, sessions,
