@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <sys/klog.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -463,6 +464,22 @@ int kernel_log_count(const char *what, char *last, size_t len)
     }
     free(buf);
     return count;
+}
+
+int fault_attr_setup(const char *dir, const char *const settings[][2], size_t n)
+{
+    char path[256];
+
+    if (access(dir, F_OK) != 0)
+        mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
+    if (access(dir, F_OK) != 0)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, settings[i][0]);
+        if (write_file(path, settings[i][1]) != 0)
+            return fail("%s = %s: %s", path, settings[i][1], strerror(errno));
+    }
+    return 0;
 }
 
 /* Kernel log lines that show a broken kernel. */

@@ -119,6 +119,10 @@ unsigned long long vmstat_counter(const char *name);
 int kernel_log_count(const char *what, char *last, size_t len);
 /* Run the calling thread on @cpu only (aborts on failure). */
 void pin_to_cpu(int cpu);
+/* Write @n settings (file, value) into the fault-injection folder @dir,
+ * mounting debugfs first if need be: 0, 1 if the kernel has no @dir, -1
+ * (fail()) when a setting is refused. */
+int fault_attr_setup(const char *dir, const char *const settings[][2], size_t n);
 /* Kernel log lines that show a broken kernel (WARNING, BUG, Bad rss-counter,
  * Bad page): counted before and after a test; check_splats() fails the test
  * if any grew, naming the last. */

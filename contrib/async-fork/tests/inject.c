@@ -37,7 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -85,18 +84,8 @@ static int fail_setup(void)
         { "probability", "0" }, { "task-filter", "Y" }, { "interval", "1" },
         { "times", "0" }, { "space", "0" }, { "verbose", "1" },
     };
-    char path[128];
 
-    if (access(FAIL_DIR, F_OK) != 0)
-        mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
-    if (access(FAIL_DIR, F_OK) != 0)
-        return 1;
-    for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
-        snprintf(path, sizeof(path), FAIL_DIR "/%s", settings[i][0]);
-        if (write_file(path, settings[i][1]) != 0)
-            return fail("%s = %s: %s", path, settings[i][1], strerror(errno));
-    }
-    return 0;
+    return fault_attr_setup(FAIL_DIR, settings, sizeof(settings) / sizeof(settings[0]));
 }
 
 /* The next copy by a task with make-it-fail fails, and no other. */
