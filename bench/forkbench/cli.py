@@ -252,7 +252,7 @@ def check_args(p, a):
         a.seed = random.SystemRandom().randrange(1 << 31)
     a.tools = a.afork_bin
     a.keys_by_size = {}
-    a.reporting_was = None
+    a.reporting_was = a.reporting_held = None
     for d in (a.afork_bin, a.stock_bin):
         if not os.access(os.path.join(d, "redis-server"), os.X_OK):
             p.error("no redis-server in %s (run make and make stock)" % d)
@@ -271,7 +271,9 @@ def prepare_machine(args):
         except (ValueError, OSError) as e:
             sys.exit("bench: --hold-reporting: %s" % e)
         atexit.register(machine.set_reporting, args.reporting_was)
-        note("free page reporting held back for the run (was %s)" % args.reporting_was)
+        args.reporting_held = machine.reporting_state()
+        note("free page reporting held back for the run: %s (was %s)"
+             % (args.reporting_held, args.reporting_was))
     if not args.no_pretouch:
         need = max(largest_need(s, args.variants, args.scenario)[0] for s in args.sizes)
         pretouched = machine.pretouch(need)

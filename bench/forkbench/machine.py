@@ -13,6 +13,7 @@
 
 Everything goes to machine.json and the top of results.md (the bench).
 """
+import errno
 import gzip
 import mmap
 import os
@@ -256,24 +257,53 @@ def reporting_state():
 
 def set_reporting(state):
     for k, v in state.items():
-        with open(os.path.join(REPORTING, k), "w") as f:
-            f.write("%d\n" % v)
+        write_parameter(os.path.join(REPORTING, k), v)
 
 
 def hold_reporting():
     """Hold free page reporting back for the run (no free block is reported
     for a day, however many wait): the memory the run touches first stays
     backed by the host, as on a host without reporting. Returns the values to
-    put back; ValueError where the machine cannot."""
+    put back; ValueError where the machine cannot. A kernel that caps
+    min_free_ms gets its cap: a block free for longer is reported."""
     was = reporting_state()
     if was is None:
         raise ValueError("no %s/min_free_ms here: this machine's kernel cannot hold free page "
                          "reporting back" % REPORTING)
     if not os.access(os.path.join(REPORTING, "min_free_ms"), os.W_OK):
         raise ValueError("%s is not writable (run as root)" % REPORTING)
-    set_reporting({"min_free_ms": HOLD_MS,
-                   "max_waiting_mib": int(meminfo("MemTotal") // MIB) * 2})
+    set_reporting({"max_waiting_mib": int(meminfo("MemTotal") // MIB) * 2})
+    set_largest(os.path.join(REPORTING, "min_free_ms"), HOLD_MS)
     return was
+
+
+def set_largest(path, want, floor=1000):
+    """Write `want` into the parameter at `path`, or, where the kernel caps it
+    (EINVAL: some kernels cap min_free_ms at minutes), the largest value it
+    takes between `floor` and `want`; return the value written."""
+    def takes(v):
+        try:
+            write_parameter(path, v)
+            return True
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            return False
+    if takes(want):
+        return want
+    if not takes(floor):
+        raise ValueError("%s refuses even %d" % (path, floor))
+    lo, hi = floor, want
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if takes(mid) else (lo, mid)
+    write_parameter(path, lo)
+    return lo
+
+
+def write_parameter(path, value):
+    with open(path, "w") as f:
+        f.write("%d\n" % value)
 
 
 # ---------------------------------------------------------------- pre-touch

@@ -47,6 +47,7 @@ def machine_record(args, source, before, pretouched):
     rec.update({
         "before": before, "pretouch": pretouched,
         "reporting_held": bool(args.reporting_was),
+        "reporting_held_ms": (getattr(args, "reporting_held", None) or {}).get("min_free_ms"),
         "stock": version(os.path.join(args.stock_bin, "redis-server")),
         "redis_afork": version(os.path.join(args.afork_bin, "redis-server")),
         "redis_afork_commit": source["checkout"]["describe"],

@@ -445,8 +445,10 @@ def machine_lines(m):
                      % (d["samples"], d["others_cpus_mean"], d["others_cpus_max"],
                         d["steal_pct_mean"], d["steal_pct_max"], d["load1_max"]))
     if m.get("reporting_held"):
-        lines.append("- the VM's free page reporting held back for the run (`--hold-reporting`): "
-                     "it stands in for a host that does not take freed memory back")
+        held = m.get("reporting_held_ms")
+        lines.append("- the VM's free page reporting held back for the run (`--hold-reporting`%s): "
+                     "it stands in for a host that does not take freed memory back"
+                     % (", a block reported once free for %g s" % (held / 1000) if held else ""))
     p = m.get("pretouch")
     if p:
         lines.append("- memory pre-touched once before the run: %.2f GiB in %.2f s"

@@ -72,6 +72,24 @@ def test_hold_reporting_holds_and_gives_back(tmp_path, monkeypatch):
     assert machine.reporting_state() == was
 
 
+def test_hold_reporting_takes_a_kernels_cap(tmp_path, monkeypatch):
+    # a kernel that refuses min_free_ms above 5 minutes (EINVAL), as some do
+    import errno
+    from forkbench import machine
+    (tmp_path / "min_free_ms").write_text("0\n")
+    (tmp_path / "max_waiting_mib").write_text("1024\n")
+    monkeypatch.setattr(machine, "REPORTING", str(tmp_path))
+    write = machine.write_parameter
+
+    def capped(path, value):
+        if path.endswith("min_free_ms") and value > 300000:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        write(path, value)
+    monkeypatch.setattr(machine, "write_parameter", capped)
+    machine.hold_reporting()
+    assert machine.reporting_state()["min_free_ms"] == 300000
+
+
 def test_hold_reporting_refused_where_the_kernel_cannot(tmp_path, monkeypatch):
     from forkbench import machine
     monkeypatch.setattr(machine, "REPORTING", str(tmp_path / "absent"))
