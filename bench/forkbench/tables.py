@@ -117,6 +117,8 @@ def heading(res, path):
     during = m.get("during") or {}
     busy = ("; other processes used %.2f CPUs on average during the run"
             % during["others_cpus_mean"]) if during.get("samples") else ""
+    if m.get("reporting_held"):
+        busy += "; the VM's free page reporting held back (`--hold-reporting`)"
     return ("**%s scenario**, `%s` (%s, %d repetition%s, commit %s; kernel %s, %s x %s, "
             "THP `%s`%s). Whole tables: `%s/results.md`." % (
                 m.get("scenario", "fork"), path, (m.get("date_utc") or "n/a")[:10], n,

@@ -188,3 +188,12 @@ def test_fork_site_folders_get_their_tables_and_headline(git_repo, scenario, p, 
     assert "| 4 GB, %s | stock | 125 [120–130] | 140 [130–150] |" % where in head
     assert "| 4 GB, %s | redis-afork | 3.20 [3.00–3.40] (0.03x) | 12 [10–14] (0.09x) |" \
         % where in head
+
+
+def test_a_run_with_reporting_held_says_so_in_its_heading():
+    from forkbench import report
+    path = "bench/results/fill-held-2-4-20261128"
+    res = report.read(os.path.join(TOP, path))
+    assert "free page reporting held back" in tables.heading(res, path)
+    res.machine["reporting_held"] = False
+    assert "free page reporting held back" not in tables.heading(res, path)
