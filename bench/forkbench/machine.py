@@ -297,8 +297,7 @@ def set_largest(path, want, floor=1000):
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if takes(mid) else (lo, mid)
-    write_parameter(path, lo)
-    return lo
+    return lo  # the last value taken; a refused write changes nothing
 
 
 def write_parameter(path, value):
