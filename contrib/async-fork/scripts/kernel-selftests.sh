@@ -16,8 +16,9 @@
 # kernel with two NUMA nodes and 4 vCPUs (migration needs both nodes and
 # 3 CPUs, ksm_tests -N the nodes), each
 # step one program as guest/mm-selftests runs it, and the table
-# (selftests-table.py). Results in KERNEL_OUT/results/<timestamp>/:
-# summary.txt, phases.tsv, selftests-stock/ and selftests-patched/ (boot.sh's
+# (selftests-table.py). Results in KERNEL_OUT/results/<timestamp>/ (or
+# KERNEL_SELFTESTS_RESULTS): summary.txt, phases.tsv, problems.txt (what
+# fails only on the patched kernel, a line each), selftests-stock/ and selftests-patched/ (boot.sh's
 # files, console.txt with every program's output), cases.tsv, table.txt
 # (table-first.txt: before the repeats), selftests-KERNEL-repeat/.
 #
@@ -44,6 +45,9 @@
 #                           failed only on the patched kernel (default 5;
 #                           0: none); one that fails on stock too, in any
 #                           run, no longer counts (selftests-table.py)
+#   KERNEL_SELFTESTS_RESULTS the results folder (default: a new one,
+#                           KERNEL_OUT/results/<timestamp>; make kernel-test
+#                           gives a folder inside its own)
 #   KERNEL_OUT, JOBS, CCACHE_DIR, KERNEL_NICE, REDIS_BIN_DIR, KERNEL_NO_REDIS
 #   (as for kernel-test.sh; the initramfs is the same)
 set -euo pipefail
@@ -217,7 +221,7 @@ boot_one() {
 check_deps
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing: apt-get install qemu-system-x86"
 t_start=$(date +%s.%N)
-results=$out/results/$(date +%Y%m%d-%H%M%S)
+results=$(realpath -m "${KERNEL_SELFTESTS_RESULTS:-$out/results/$(date +%Y%m%d-%H%M%S)}")
 mkdir -p "$results"
 exec > >(tee "$results/summary.txt") 2>&1
 echo "kernel-selftests: results in $results"

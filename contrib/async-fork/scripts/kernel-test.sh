@@ -387,13 +387,15 @@ run_suite() {
 
 # The kernel's mm selftests, stock vs patched (=2), or in test the debug
 # kernel off vs on: kernel-selftests.sh, which finds the kernels built and
-# keeps its own results folder (named in its output); a program that fails
-# only with the feature on runs twice more on both.
+# keeps its results in mm-selftests/ of this run's (its problems.txt: what
+# fails only with the feature on); a program that fails only with the
+# feature on runs twice more on both.
 mm_selftests() {
     [ "$selftests" != 0 ] || return 0
     say "mm selftests: ${selftests_boots/ / vs } vm.async_fork=2 ($(echo "$selftests" | tr , '\n' | wc -l) steps)"
     KERNEL_SELFTESTS=$selftests KERNEL_SELFTESTS_REPEAT=${KERNEL_SELFTESTS_REPEAT:-2} \
         KERNEL_SELFTESTS_TIMEOUT=$(limit 1200) KERNEL_SELFTESTS_BOOTS="$selftests_boots" \
+        KERNEL_SELFTESTS_RESULTS=$results/mm-selftests \
         "$here/kernel-selftests.sh" || failed_runs+=("mm-selftests")
 }
 

@@ -28,12 +28,17 @@ then per program the failing and skipped cases, and writes table.txt
 Exit status 1 when the patched kernel fails what the stock kernel does not:
 a program (FAIL against PASS or SKIP), a case (fail against pass, skip or
 absent while the stock program passed), or the boot itself (a kernel splat
-line, panic, hang or missing result only on the patched kernel); else 0.
-The programs with such a failure are listed in RESULTS/regressed-steps.txt.
+line, panic, hang or missing result only on the patched kernel; a splat
+line counts against the program that was running, or had run last, when
+the kernel printed it); else 0.
+The programs with such a failure are listed in RESULTS/regressed-steps.txt,
+every such failure, a line each, in RESULTS/problems.txt (empty when none:
+what make kernel-test prints last when the comparison fails).
 When RESULTS also holds selftests-stock-repeat/ and
 selftests-patched-repeat/ (those programs run again, as STEP@N), a program
 that failed on the stock kernel too, in any run, is reported as flaky on
-both and no longer counts against the series.
+both and no longer counts against the series (a splat line: when the
+stock kernel prints it during a run of that program).
 """
 
 import argparse
@@ -179,21 +184,27 @@ SPLAT = re.compile(r"\[ *\d+\.\d+\] .*(BUG:|WARNING:|Oops|Kernel panic|general p
                    r"UBSAN:|KASAN:|refcount_t:|Bad rss-counter)")
 
 
-def splats(results, kernel):
+def splats(results, kernel, repeat=False):
     """The console's kernel splat lines, without what varies between boots
-    (time, CPU, PID, comm, addresses), each once."""
-    seen = []
+    (time, CPU, PID, comm, addresses), each once per step: (line, step),
+    the step (STEP or STEP@N) that was running or had run last when the
+    kernel printed it, None before the first."""
+    seen, step = [], None
+    name = "selftests-" + DIRS[kernel] + ("-repeat" if repeat else "")
     try:
-        with open(os.path.join(results, "selftests-" + DIRS[kernel], "console.txt"), errors="replace") as f:
+        with open(os.path.join(results, name, "console.txt"), errors="replace") as f:
             for line in f:
+                m = re.search(r"AFORK-START (\S+)", line)
+                if m and not KERNEL_LINE.match(line):
+                    step = m.group(1)
                 if not SPLAT.search(line):
                     continue
                 line = re.sub(r"^.*?\[ *\d+\.\d+\] ", "", line.rstrip("\n"))
                 line = re.sub(r"CPU: \d+ (UID: \d+ )?PID: \d+( Comm: \S+)?", "CPU: * PID: *", line)
                 line = re.sub(r"0x[0-9a-f]+(/0x[0-9a-f]+)?|\b[0-9a-f]{8,}\b", "*", line)
                 line = re.sub(r"pid:? \d+|\d+ seconds", "*", line)
-                if line not in seen:
-                    seen.append(line)
+                if (line, step) not in seen:
+                    seen.append((line, step))
     except OSError:
         pass
     return seen
@@ -238,9 +249,12 @@ def load(results, kernel, steps):
             "present": os.path.exists(con)}
 
 
-def repeat_counts(results, steps):
+def repeat_counts(results, steps, reg_splats):
     """For each step: (failed runs, runs) per kernel over the first boot
-    and the repeat boot (selftests-KERNEL-repeat, steps named STEP@N)."""
+    and the repeat boot (selftests-KERNEL-repeat, steps named STEP@N); a
+    run fails when the program does, or when the kernel printed, while it
+    ran, a splat line that only the first patched boot had
+    (reg_splats: step -> lines)."""
     out = {}
     for k in KERNELS:
         rep = os.path.join(results, "selftests-%s-repeat" % DIRS[k])
@@ -248,10 +262,13 @@ def repeat_counts(results, steps):
             return {}
         first = read_results(os.path.join(results, "selftests-" + DIRS[k], "results.tsv"))
         again = read_results(os.path.join(rep, "results.tsv"))
+        printed = set((x, st) for x, st in splats(results, k) + splats(results, k, repeat=True) if st)
         for step in steps:
-            runs = [v for name, v in list(first.items()) + list(again.items())
+            runs = [(name, v) for name, v in list(first.items()) + list(again.items())
                     if name == step or name.startswith(step + "@")]
-            out.setdefault(step, {})[k] = (sum(1 for v in runs if v[0] != "PASS"), len(runs))
+            failed = sum(1 for name, v in runs if v[0] != "PASS" or
+                         any((x, name) in printed for x in reg_splats.get(step, ())))
+            out.setdefault(step, {})[k] = (failed, len(runs))
     return out
 
 
@@ -347,15 +364,24 @@ def main():
     sk, pk = problem_kinds(data["stock"]["problems"]), problem_kinds(data["patched"]["problems"])
     for kind in sorted(pk - sk):
         regressions.append("the patched boot shows '%s', the stock boot does not" % kind)
-    ss, ps = splats(a.results, "stock"), splats(a.results, "patched")
+    ss = set(x for x, _ in splats(a.results, "stock"))
+    ps = splats(a.results, "patched")
+    both = list(dict.fromkeys(x for x, _ in ps if x in ss))
     lines.append("kernel splat lines (same on both kernels): %d%s" % (
-        len([x for x in ps if x in ss]), "".join("\n  " + x for x in ps if x in ss)[:2000]))
-    for x in ps:
-        if x not in ss:
-            lines.append("  only on patched: " + x)
+        len(both), "".join("\n  " + x for x in both)[:2000]))
+    reg_splats = {}
+    for x, st in ps:
+        if x in ss:
+            continue
+        lines.append("  only on patched%s: %s" % (" (during %s)" % st if st else "", x))
+        if st:
+            # Attributed to its program, which then runs again on both.
+            reg_splats.setdefault(st, []).append(x)
+            regressions.append("%s: kernel message only on the patched kernel: %s" % (st, x))
+        else:
             regressions.append("kernel message only on the patched kernel: " + x)
     reg_steps = [s for s in steps if any(r.startswith(s + ":") for r in regressions)]
-    repeats = repeat_counts(a.results, reg_steps)
+    repeats = repeat_counts(a.results, reg_steps, reg_splats)
     if repeats:
         lines.append("")
         lines.append("repeats of what failed only on patched (failed runs / runs, the first run included):")
@@ -384,6 +410,8 @@ def main():
         return 2
     with open(os.path.join(a.results, "regressed-steps.txt"), "w") as f:
         f.write("".join(s + "\n" for s in reg_steps))
+    with open(os.path.join(a.results, "problems.txt"), "w") as f:
+        f.write("".join(r + "\n" for r in regressions))
     return 1 if regressions else 0
 
 
