@@ -3,7 +3,8 @@
 # (contrib/async-fork/scripts/selftests-table.py) on consoles written here
 # in the form guest/init prints: a kernel splat only the patched kernel
 # prints counts against the program that ran, is named in problems.txt,
-# and no longer counts once the stock kernel prints it in a repeat run.
+# and no longer counts once the stock kernel prints it in a repeat run, nor
+# (listed as flaky) when neither kernel prints it again.
 . "$(dirname "$0")/lib.sh"
 
 table=$top/contrib/async-fork/scripts/selftests-table.py
@@ -71,6 +72,19 @@ if [ "$rc" != 1 ] || ! grep -q "mm-b .*stock 0/3, patched 2/3 -> never on stock"
     err "a splat that only the patched kernel prints, again, stays a regression" "exit $rc: $(cat "$work/out3")"
 else
     ok "a splat that only the patched kernel prints, again, stays a regression"
+fi
+
+# The repeats: neither kernel prints it again: flaky, listed, not counted.
+console "$r/selftests-stock-repeat" mm-b@1 mm-b@2
+console "$r/selftests-patched-repeat" mm-b@1 mm-b@2
+rc=0
+python3 "$table" "$r" --steps mm-a,mm-b >"$work/out4" || rc=$?
+if [ "$rc" != 0 ] || ! grep -q "mm-b .*stock 0/3, patched 1/3 -> failed once" "$work/out4"; then
+    err "a splat the patched kernel printed once, not in the repeats, is flaky" "exit $rc: $(cat "$work/out4")"
+elif ! grep -q "^mm-b: kernel message only on the patched kernel: $stall" "$r/flaky.txt" || [ -s "$r/problems.txt" ]; then
+    err "flaky.txt names it and problems.txt does not" "flaky: $(cat "$r/flaky.txt"); problems: $(cat "$r/problems.txt")"
+else
+    ok "a splat the patched kernel printed once, not in the repeats, is listed as flaky, not counted"
 fi
 
 # The same splat on both kernels: no regression, and problems.txt is empty.

@@ -586,6 +586,15 @@ print_problems() {
     done
 }
 
+# What failed once on the patched kernel only and not again in the repeats:
+# not counted, named where a CI log's tail shows it.
+print_flaky() {
+    local f=$results/mm-selftests/flaky.txt
+    [ -s "$f" ] || return 0
+    echo "mm-selftests: FLAKY (failed once with the feature on only, not again in the repeats; not counted):"
+    head -n 8 "$f" | sed 's/^/  /'
+}
+
 report() {
     say "summary"
     print_base
@@ -599,6 +608,7 @@ report() {
     echo
     [ ! -s "$results/drift.txt" ] ||
         echo "kernel-test: DRIFT: the series was applied with fuzz to this source (see above, $results/drift.txt); refresh it: make kernel-patches"
+    print_flaky
     if [ "${#failed_runs[@]}" -gt 0 ]; then
         print_problems
         echo "kernel-test: FAILED: ${failed_runs[*]} (details above and in $results)"

@@ -38,7 +38,10 @@ When RESULTS also holds selftests-stock-repeat/ and
 selftests-patched-repeat/ (those programs run again, as STEP@N), a program
 that failed on the stock kernel too, in any run, is reported as flaky on
 both and no longer counts against the series (a splat line: when the
-stock kernel prints it during a run of that program).
+stock kernel prints it during a run of that program); one that failed on
+the patched kernel in the first run only, and in none of its repeats, is
+flaky, as tests/run.sh calls an upstream test that does not fail again:
+listed (in the table and RESULTS/flaky.txt), not counted.
 """
 
 import argparse
@@ -272,6 +275,10 @@ def repeat_counts(results, steps, reg_splats):
     return out
 
 
+def flaky_steps(flaky):
+    return set(r.split(":", 1)[0] for r in flaky)
+
+
 def counts(cases):
     c = {"pass": 0, "fail": 0, "skip": 0}
     for s, _ in cases.values():
@@ -382,18 +389,27 @@ def main():
             regressions.append("kernel message only on the patched kernel: " + x)
     reg_steps = [s for s in steps if any(r.startswith(s + ":") for r in regressions)]
     repeats = repeat_counts(a.results, reg_steps, reg_splats)
+    flaky = []
     if repeats:
         lines.append("")
         lines.append("repeats of what failed only on patched (failed runs / runs, the first run included):")
         for step in reg_steps:
             (sf, sn), (pf, pn) = repeats[step]["stock"], repeats[step]["patched"]
+            once = not sf and pf == 1 and pn > 1
             lines.append("  %-*s stock %d/%d, patched %d/%d%s" % (
                 w, step, sf, sn, pf, pn,
                 " -> fails on stock too: not counted against the series" if sf else
+                " -> failed once, not in the repeats: flaky, listed, not counted" if once else
                 " -> never on stock: a regression"))
-            if sf:
+            if once:
+                flaky.extend(r for r in regressions if r.startswith(step + ":"))
+            if sf or once:
                 regressions = [r for r in regressions if not r.startswith(step + ":")]
-        reg_steps = [s for s in reg_steps if not repeats[s]["stock"][0]]
+        reg_steps = [s for s in reg_steps if s not in flaky_steps(flaky) and not repeats[s]["stock"][0]]
+    if flaky:
+        lines.append("")
+        lines.append("FLAKY: failed once on the patched kernel only, and not again in the repeats:")
+        lines.extend("  " + r for r in flaky)
     lines.append("")
     if regressions:
         lines.append("REGRESSIONS: the patched kernel fails what the stock kernel does not:")
@@ -412,6 +428,8 @@ def main():
         f.write("".join(s + "\n" for s in reg_steps))
     with open(os.path.join(a.results, "problems.txt"), "w") as f:
         f.write("".join(r + "\n" for r in regressions))
+    with open(os.path.join(a.results, "flaky.txt"), "w") as f:
+        f.write("".join(r + "\n" for r in flaky))
     return 1 if regressions else 0
 
 
