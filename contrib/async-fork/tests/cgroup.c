@@ -236,24 +236,6 @@ out:
     return rc;
 }
 
-/* The "pagetables" line of @dir's memory.stat, in bytes; -1 if unreadable. */
-static long long cgroup_pagetables(const char *dir)
-{
-    char path[256], line[256];
-    long long v = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "%s/memory.stat", dir);
-    f = fopen(path, "r");
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "pagetables %lld", &v) == 1)
-            break;
-    fclose(f);
-    return v;
-}
-
 /* The child of child-charge: run (its tables are copied by then), wait. */
 static void charge_child(int started_fd, int go_fd)
 {

@@ -544,3 +544,26 @@ void pin_to_cpu(int cpu)
     if (sched_setaffinity(0, sizeof(one), &one) != 0)
         die_errno("sched_setaffinity");
 }
+
+/* memory.stat lags behind: the kernel folds its per-CPU counts in when
+ * enough of them changed, or else every 2 s (FLUSH_TIME); a few hundred
+ * page tables may not show for that long. Wait for the periodic fold. */
+#define MEMCG_STAT_LAG_US 2500000
+
+long long cgroup_pagetables(const char *dir)
+{
+    char path[256], line[256];
+    long long v = -1;
+    FILE *f;
+
+    usleep(MEMCG_STAT_LAG_US);
+    snprintf(path, sizeof(path), "%s/memory.stat", dir);
+    f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "pagetables %lld", &v) == 1)
+            break;
+    fclose(f);
+    return v;
+}

@@ -139,6 +139,10 @@ int check_splats(const int before[NSPLATS], const int after[NSPLATS], const char
 int set_up_cgroup(const char *dir, const char *controller, const char *file,
                   const char *value, int *fd);
 pid_t clone_into(int cgroup_fd);
+/* The "pagetables" line of @dir's memory.stat, in bytes (-1 if
+ * unreadable), once the kernel has folded in what changed so far: it waits
+ * 2.5 s first. */
+long long cgroup_pagetables(const char *dir);
 
 /* Test tables of each source file. */
 extern const struct test_case snapshot_tests[];
@@ -150,6 +154,7 @@ extern const struct test_case failpath_tests[];
 extern const struct test_case failrace_tests[];
 extern const struct test_case pinned_tests[];
 extern const struct test_case cgroup_tests[];
+extern const struct test_case foreign_tests[];
 extern const struct test_case inject_tests[];
 extern const struct test_case forktime_tests[];
 
