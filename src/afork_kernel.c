@@ -65,24 +65,28 @@ static int optin_result = OPTIN_NOT_TRIED;
 static int optin_errno = 0;
 
 /* The /proc/vmstat counters read (names without "async_fork_"), in the
- * order INFO shows them. */
+ * order INFO shows them. The first AFORK_COUNTERS_REQUIRED must all be
+ * there; those after them came with later versions of the series, and a
+ * kernel without one shows -1 for it. */
 static const char *counter_names[] = {
     "deferred", "child_copied", "copied_fault", "copied_gup", "copied_vma",
     "copied_madvise", "copied_zap", "copied_exit", "copied_fork",
-    "parent_ns", "sessions_failed"};
+    "parent_ns", "sessions_failed", "taken_over"};
 #define AFORK_COUNTERS (int)(sizeof(counter_names) / sizeof(counter_names[0]))
+#define AFORK_COUNTERS_REQUIRED 11
 #define AFORK_COUNTER_DEFERRED 0
 #define AFORK_COUNTER_CHILD 1
 #define AFORK_COUNTER_PARENT_FIRST 2     /* copied_fault ... copied_fork */
 #define AFORK_COUNTER_PARENT_NS 9        /* one past the last copied_* */
 #define AFORK_COUNTER_FAILED 10
+#define AFORK_COUNTER_TAKEN_OVER 11
 
 static struct {
     int have;                          /* this kernel has them */
     int pending;                       /* before[] read, the fork not yet over */
     long long before[AFORK_COUNTERS];
     long long latest[AFORK_COUNTERS];  /* the latest fork's deltas; -1 none */
-} counters = {0, 0, {0}, {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}};
+} counters = {0, 0, {0}, {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}};
 
 static int readCounters(const char *root, long long *v);
 
@@ -271,8 +275,9 @@ const char *aforkKernelName(void) {
 
 /* ------------------------------------------------------ the counters */
 
-/* The async_fork_* counters from root's /proc/vmstat into v. 0, or -1 when
- * the file or any counter is missing. */
+/* The async_fork_* counters from root's /proc/vmstat into v (-1 for a
+ * later one the kernel lacks). 0, or -1 when the file or a required
+ * counter is missing. */
 static int readCounters(const char *root, long long *v) {
     char path[PATH_MAX], buf[16384], name[64];
     snprintf(path, sizeof(path), "%s/proc/vmstat", root);
@@ -280,10 +285,11 @@ static int readCounters(const char *root, long long *v) {
     for (int i = 0; i < AFORK_COUNTERS; i++) {
         snprintf(name, sizeof(name), "\nasync_fork_%s ", counter_names[i]);
         char *p = strstr(buf, name);
-        if (!p) return -1;
-        char *end;
-        v[i] = strtoll(p + strlen(name), &end, 10);
-        if (end == p + strlen(name)) return -1;
+        char *end = NULL;
+        if (p) v[i] = strtoll(p + strlen(name), &end, 10);
+        if (p && end != p + strlen(name)) continue;
+        if (i < AFORK_COUNTERS_REQUIRED) return -1;
+        v[i] = -1;
     }
     return 0;
 }
@@ -291,7 +297,8 @@ static int readCounters(const char *root, long long *v) {
 /* Close the pending fork's deltas with the counters read now. */
 static void finishCounters(const long long *now) {
     for (int i = 0; i < AFORK_COUNTERS; i++)
-        counters.latest[i] = now[i] - counters.before[i];
+        counters.latest[i] = now[i] == -1 || counters.before[i] == -1 ?
+                             -1 : now[i] - counters.before[i];
     counters.pending = 0;
 }
 
@@ -330,6 +337,8 @@ static sds countersInfo(sds info) {
     for (int i = AFORK_COUNTER_PARENT_FIRST; i < AFORK_COUNTER_PARENT_NS; i++)
         info = sdscatprintf(info, "latest_fork_async_tables_parent_%s:%lld\r\n",
                             counter_names[i] + strlen("copied_"), l[i]);
+    info = sdscatprintf(info, "latest_fork_async_tables_taken_over:%lld\r\n",
+                        l[AFORK_COUNTER_TAKEN_OVER]);
     long long ns = l[AFORK_COUNTER_PARENT_NS];
     return sdscatprintf(info, "latest_fork_async_parent_copy_usec:%lld\r\n"
                               "latest_fork_async_sessions_failed:%lld\r\n",

@@ -231,11 +231,11 @@ start_server [list tags {"afork external:skip"} overrides [list loadmodule $fork
 
     # A fake /proc/vmstat with contrib/async-fork's counters, each at base
     # plus its own small offset.
-    proc fake_vmstat {base} {
+    proc fake_vmstat {base {later {taken_over}}} {
         set text "nr_free_pages 1000\npgfault 5\n"
         set i 0
-        foreach c {sessions deferred child_copied copied_fault copied_gup copied_vma
-                   copied_madvise copied_zap copied_exit copied_fork parent_ns sessions_failed} {
+        foreach c [concat {sessions deferred child_copied copied_fault copied_gup copied_vma
+                   copied_madvise copied_zap copied_exit copied_fork parent_ns sessions_failed} $later] {
             append text "async_fork_$c [expr {$base * [incr i]}]\n"
         }
         return $text
@@ -269,12 +269,22 @@ start_server [list tags {"afork external:skip"} overrides [list loadmodule $fork
         assert_equal [expr {7 * (4 + 5 + 6 + 7 + 8 + 9 + 10)}] [fork_info latest_fork_async_tables_parent]
         assert_equal 0 [fork_info latest_fork_async_parent_copy_usec] ;# 77 ns
         assert_equal 84 [fork_info latest_fork_async_sessions_failed]
+        assert_equal 91 [fork_info latest_fork_async_tables_taken_over]
         # A fork over which nothing moved reads 0.
         r bgsave
         waitForBgsave r
         wait_for_condition 100 20 {[fork_info latest_fork_async_tables_deferred] == 0} else {
             fail "the second fork's counters were not read"
         }
+        # A version of the series without the later counter: the others
+        # still, and -1 for it.
+        probe_fake $fake [list proc/sys/vm/async_fork "2\n" proc/vmstat [fake_vmstat 1000 {}]]
+        r bgsave
+        waitForBgsave r
+        wait_for_condition 100 20 {[fork_info latest_fork_async_tables_taken_over] == -1} else {
+            fail "a counter the kernel lacks: [fork_info latest_fork_async_tables_taken_over]"
+        }
+        assert_equal 0 [fork_info latest_fork_async_tables_deferred]
         probe_fake $fake {}
         assert_equal {} [fork_info latest_fork_async_tables_deferred]
     }
