@@ -59,10 +59,19 @@ struct foreign {
     atomic_int child_checked;
 };
 
-static void wait_flag(atomic_int *flag)
+/* Wait for @flag; in the test process, give up after a while. */
+#define WAIT_LIMIT_S 300
+
+static int wait_flag(atomic_int *flag)
 {
-    while (!atomic_load(flag))
+    double deadline = now_seconds() + WAIT_LIMIT_S;
+
+    while (!atomic_load(flag)) {
+        if (now_seconds() > deadline)
+            return -1;
         usleep(1000);
+    }
+    return 0;
 }
 
 static pid_t fork_into(int cg_fd)
@@ -196,13 +205,18 @@ static void cgroups_remove(struct cgroups *cg)
     }
 }
 
-/* Kill and reap what is left of a round: the reader, the orphaned child. */
-static void reap_all(pid_t reader)
+/* Kill and reap what is left of a round (-1: already reaped): the parent,
+ * the reader, the child (ours once orphaned: we are a subreaper). */
+static void reap_all(const struct foreign *f, pid_t parent, pid_t reader)
 {
     int st;
 
+    if (parent > 0)
+        kill(parent, SIGKILL);
     if (reader > 0)
         kill(reader, SIGKILL);
+    if (f->child > 0)
+        kill(f->child, SIGKILL);
     while (waitpid(-1, &st, 0) > 0)
         ;
 }
@@ -222,102 +236,145 @@ static int oom_kill_parent(const struct cgroups *cg)
     return 0;
 }
 
-static int foreign_round(int oom)
-{
-    size_t tables = oom ? scaled(512, 64) : scaled(256, 64);
-    struct foreign *f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE,
-                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    unsigned long long exit0, failed0, deferred0, exits, failed, deferred;
+/* What a round measured, from just before the fork to after the exit. */
+struct outcome {
+    size_t tables;
+    unsigned long long exits, failed, deferred;
     long long reader_pt0, reader_pt1, parent_pt0, parent_pt1;
-    long long tables_bytes = (long long)tables * PAGE_SIZE;
-    int rc = 0, active = afork_active();
-    char how[128], child_how[128] = "";
-    struct cgroups cg;
-    pid_t parent, reader;
+    char child_how[128];
+};
 
-    if (f == MAP_FAILED)
-        return fail("mmap: %s", strerror(errno));
-    memset(f, 0, sizeof(*f));
-    f->size = tables * HUGE_SIZE;
-    if (cgroups_set_up(&cg, oom ? "oom" : "exit") != 0) {
-        cgroups_remove(&cg);
-        return -1;
-    }
-    parent = fork_into(cg.parent_fd);
-    if (parent == 0)
-        parent_main(f, cg.throttled_fd, oom);
-    wait_flag(&f->parent_ready);
-    reader = fork_into(cg.reader_fd);
-    if (reader == 0)
-        reader_main(f, parent);
-    wait_flag(&f->reader_blocked);
+/* The reader's cgroup kept none of the exit's copies, the child's snapshot
+ * is exact, and enough was left for the exit to prove something. */
+static int exit_verdict(struct foreign *f, struct outcome *o, const char *reader_cg, int active)
+{
+    long long charged = o->reader_pt1 - o->reader_pt0;
+    int rc = 0;
 
-    reader_pt0 = cgroup_pagetables(cg.reader);
-    parent_pt0 = cgroup_pagetables(cg.parent);
+    if (inject_here())
+        charged = (long long)o->tables * PAGE_SIZE;
+    if (o->reader_pt0 < 0 || o->reader_pt1 < 0)
+        rc = fail("no pagetables line in %s/memory.stat", reader_cg);
+    else if (o->exits && charged >= (long long)(o->exits * PAGE_SIZE / 2))
+        rc = fail("the reader's cgroup was charged %lld bytes of page tables for the %llu "
+                  "tables it copied at the parent's exit: charged to the task that dropped "
+                  "the last reference, not the forking task's cgroup", charged, o->exits);
+    else if (active > 0 && o->exits < o->tables / 4)
+        rc = fail("%llu of %zu tables were copied at the exit: the child copied the rest "
+                  "first, the test proves nothing", o->exits, o->tables);
+    if (wait_flag(&f->child_checked) != 0)
+        return rc ? rc : fail("the child never checked its snapshot");
+    if (rc == 0 && f->child_bad)
+        rc = fail("the child's snapshot has %llu wrong words", (unsigned long long)f->child_bad);
+    atomic_store(&f->child_go, 1);
+    wait_child(f->child, o->child_how, sizeof(o->child_how));
+    f->child = -1;
+    if (rc == 0 && strcmp(o->child_how, "exit 0") != 0)
+        rc = fail("the child ended with %s", o->child_how);
+    return rc;
+}
+
+/* The OOM-killed parent's exit copied nothing; its session failed and its
+ * child was killed. */
+static int oom_verdict(struct foreign *f, struct outcome *o, int active)
+{
+    int rc = 0;
+
+    if (inject_here())
+        o->exits = 1;
+    if (o->exits)
+        rc = fail("the OOM-killed parent's exit, run by the reader, copied %llu tables "
+                  "for its child", o->exits);
+    else if (active > 0 && o->deferred && !o->failed)
+        rc = fail("the OOM-killed parent's session did not fail");
+    /* A child that was not killed (nothing deferred) may go. */
+    atomic_store(&f->child_go, 1);
+    wait_child(f->child, o->child_how, sizeof(o->child_how));
+    f->child = -1;
+    if (rc == 0 && active > 0 && o->deferred && strcmp(o->child_how, "signal 9 (Killed)") != 0)
+        rc = fail("the child of the OOM-killed parent ended with %s", o->child_how);
+    return rc;
+}
+
+/* Fork, end the parent (exit or OOM kill), then let the reader drop the
+ * last reference; the counters and charges around it into @o. */
+static int run_round(struct foreign *f, const struct cgroups *cg, pid_t *parent, int oom,
+                     struct outcome *o)
+{
+    unsigned long long exit0, failed0, deferred0;
+    char how[128];
+    int rc = 0;
+
+    o->reader_pt0 = cgroup_pagetables(cg->reader);
+    o->parent_pt0 = cgroup_pagetables(cg->parent);
     exit0 = vmstat_counter("async_fork_copied_exit");
     failed0 = vmstat_counter("async_fork_sessions_failed");
     deferred0 = vmstat_counter("async_fork_deferred");
     atomic_store(&f->fork_now, 1);
-    wait_flag(&f->forked);
+    if (wait_flag(&f->forked) != 0)
+        return fail("the parent did not fork");
     if (oom)
-        rc = oom_kill_parent(&cg);
-    wait_child(parent, how, sizeof(how));
+        rc = oom_kill_parent(cg);
+    wait_child(*parent, how, sizeof(how));
+    *parent = -1;
     if (rc == 0 && strcmp(how, oom ? "signal 9 (Killed)" : "exit 0") != 0)
         rc = fail("the parent ended with %s", how);
-    /* The parent has exited: the reader's reference is the last. */
+    /* The parent is gone: the reader's reference is the last. */
     atomic_store(&f->wake_reader, 1);
-    wait_flag(&f->reader_done);
-    reader_pt1 = cgroup_pagetables(cg.reader);
-    parent_pt1 = cgroup_pagetables(cg.parent);
-    exits = vmstat_counter("async_fork_copied_exit") - exit0;
-    failed = vmstat_counter("async_fork_sessions_failed") - failed0;
-    deferred = vmstat_counter("async_fork_deferred") - deferred0;
-    info("%zu tables of 2 MiB; deferred %llu, copied at the exit the reader ran %llu, "
-         "sessions failed %llu%s", tables, deferred, exits, failed,
-         active > 0 ? "" : " (no asynchronous fork)");
-    info("pagetables before the fork and after the reader ran the exit: its cgroup %lld -> %lld, the parent's "
-         "%lld -> %lld bytes (the region's tables: %lld); the reader's read(): %ld", reader_pt0,
-         reader_pt1, parent_pt0, parent_pt1, tables_bytes, f->read_ret);
+    if (wait_flag(&f->reader_done) != 0)
+        return rc ? rc : fail("the reader's read never returned");
+    o->reader_pt1 = cgroup_pagetables(cg->reader);
+    o->parent_pt1 = cgroup_pagetables(cg->parent);
+    o->exits = vmstat_counter("async_fork_copied_exit") - exit0;
+    o->failed = vmstat_counter("async_fork_sessions_failed") - failed0;
+    o->deferred = vmstat_counter("async_fork_deferred") - deferred0;
     if (rc == 0 && f->read_ret != PAGE_SIZE)
         rc = fail("the reader's read of the pagemap returned %ld", f->read_ret);
-    if (oom) {
-        if (inject_here())
-            exits = 1;
-        if (rc == 0 && exits)
-            rc = fail("the OOM-killed parent's exit, run by the reader, copied %llu tables "
-                      "for its child", exits);
-        if (rc == 0 && active > 0 && deferred && !failed)
-            rc = fail("the OOM-killed parent's session did not fail");
-        /* The orphan is ours now (subreaper); one that was not killed (no
-         * deferral) may go. */
-        atomic_store(&f->child_go, 1);
-        wait_child(f->child, child_how, sizeof(child_how));
-        if (rc == 0 && active > 0 && deferred && strcmp(child_how, "signal 9 (Killed)") != 0)
-            rc = fail("the child of the OOM-killed parent ended with %s", child_how);
-    } else {
-        if (inject_here())
-            reader_pt1 = reader_pt0 + tables_bytes;
-        if (rc == 0 && (reader_pt0 < 0 || reader_pt1 < 0))
-            rc = fail("no pagetables line in %s/memory.stat", cg.reader);
-        if (rc == 0 && exits && reader_pt1 - reader_pt0 >= (long long)(exits * PAGE_SIZE / 2))
-            rc = fail("the reader's cgroup was charged %lld bytes of page tables for the %llu "
-                      "tables it copied at the parent's exit: charged to the task that "
-                      "dropped the last reference, not the forking task's cgroup",
-                      reader_pt1 - reader_pt0, exits);
-        if (rc == 0 && active > 0 && exits < tables / 4)
-            rc = fail("%llu of %zu tables were copied at the exit: the child copied the rest "
-                      "first, the test proves nothing", exits, tables);
-        wait_flag(&f->child_checked);
-        if (rc == 0 && f->child_bad)
-            rc = fail("the child's snapshot has %llu wrong words",
-                      (unsigned long long)f->child_bad);
-        atomic_store(&f->child_go, 1);
-        wait_child(f->child, child_how, sizeof(child_how));
-        if (rc == 0 && strcmp(child_how, "exit 0") != 0)
-            rc = fail("the child ended with %s", child_how);
+    return rc;
+}
+
+static int foreign_round(int oom)
+{
+    struct foreign *f = mmap(NULL, sizeof(*f), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct outcome o = { .tables = oom ? scaled(512, 64) : scaled(256, 64) };
+    int rc, active = afork_active();
+    pid_t parent = -1, reader = -1;
+    struct cgroups cg;
+
+    if (f == MAP_FAILED)
+        return fail("mmap: %s", strerror(errno));
+    memset(f, 0, sizeof(*f));
+    f->size = o.tables * HUGE_SIZE;
+    rc = cgroups_set_up(&cg, oom ? "oom" : "exit");
+    if (rc == 0) {
+        parent = fork_into(cg.parent_fd);
+        if (parent == 0)
+            parent_main(f, cg.throttled_fd, oom);
+        if (wait_flag(&f->parent_ready) != 0)
+            rc = fail("the parent never filled its memory");
     }
-    info("the child ended with %s", child_how);
-    reap_all(reader);
+    if (rc == 0) {
+        reader = fork_into(cg.reader_fd);
+        if (reader == 0)
+            reader_main(f, parent);
+        if (wait_flag(&f->reader_blocked) != 0)
+            rc = fail("the reader's read of the pagemap never waited in its page");
+    }
+    if (rc == 0)
+        rc = run_round(f, &cg, &parent, oom, &o);
+    if (rc == 0) {
+        info("%zu tables of 2 MiB; deferred %llu, copied at the exit the reader ran %llu, "
+             "sessions failed %llu%s", o.tables, o.deferred, o.exits, o.failed,
+             active > 0 ? "" : " (no asynchronous fork)");
+        info("pagetables before the fork and after the reader ran the exit: its cgroup "
+             "%lld -> %lld, the parent's %lld -> %lld bytes (the region's tables: %lld)",
+             o.reader_pt0, o.reader_pt1, o.parent_pt0, o.parent_pt1,
+             (long long)o.tables * PAGE_SIZE);
+        rc = oom ? oom_verdict(f, &o, active) : exit_verdict(f, &o, cg.reader, active);
+        info("the child ended with %s", o.child_how);
+    }
+    reap_all(f, parent, reader);
     cgroups_remove(&cg);
     munmap(f, sizeof(*f));
     return rc;
