@@ -73,13 +73,13 @@ static const char *counter_names[] = {
     "copied_madvise", "copied_zap", "copied_exit", "copied_fork",
     "parent_ns", "sessions_failed", "taken_over"};
 #define AFORK_COUNTERS (int)(sizeof(counter_names) / sizeof(counter_names[0]))
-#define AFORK_COUNTERS_REQUIRED 11
 #define AFORK_COUNTER_DEFERRED 0
 #define AFORK_COUNTER_CHILD 1
 #define AFORK_COUNTER_PARENT_FIRST 2     /* copied_fault ... copied_fork */
 #define AFORK_COUNTER_PARENT_NS 9        /* one past the last copied_* */
 #define AFORK_COUNTER_FAILED 10
 #define AFORK_COUNTER_TAKEN_OVER 11
+#define AFORK_COUNTERS_REQUIRED AFORK_COUNTER_TAKEN_OVER  /* the first later one */
 
 static struct {
     int have;                          /* this kernel has them */

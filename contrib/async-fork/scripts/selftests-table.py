@@ -275,10 +275,6 @@ def repeat_counts(results, steps, reg_splats):
     return out
 
 
-def flaky_steps(flaky):
-    return set(r.split(":", 1)[0] for r in flaky)
-
-
 def counts(cases):
     c = {"pass": 0, "fail": 0, "skip": 0}
     for s, _ in cases.values():
@@ -389,7 +385,7 @@ def main():
             regressions.append("kernel message only on the patched kernel: " + x)
     reg_steps = [s for s in steps if any(r.startswith(s + ":") for r in regressions)]
     repeats = repeat_counts(a.results, reg_steps, reg_splats)
-    flaky = []
+    flaky, dropped = [], set()
     if repeats:
         lines.append("")
         lines.append("repeats of what failed only on patched (failed runs / runs, the first run included):")
@@ -404,8 +400,9 @@ def main():
             if once:
                 flaky.extend(r for r in regressions if r.startswith(step + ":"))
             if sf or once:
+                dropped.add(step)
                 regressions = [r for r in regressions if not r.startswith(step + ":")]
-        reg_steps = [s for s in reg_steps if s not in flaky_steps(flaky) and not repeats[s]["stock"][0]]
+        reg_steps = [s for s in reg_steps if s not in dropped]
     if flaky:
         lines.append("")
         lines.append("FLAKY: failed once on the patched kernel only, and not again in the repeats:")

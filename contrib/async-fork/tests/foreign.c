@@ -240,7 +240,7 @@ static int oom_kill_parent(const struct cgroups *cg)
 struct outcome {
     size_t tables;
     unsigned long long exits, failed, deferred;
-    long long reader_pt0, reader_pt1, parent_pt0, parent_pt1;
+    long long reader_pt0, reader_pt1;
     char child_how[128];
 };
 
@@ -306,7 +306,6 @@ static int run_round(struct foreign *f, const struct cgroups *cg, pid_t *parent,
     int rc = 0;
 
     o->reader_pt0 = cgroup_pagetables(cg->reader);
-    o->parent_pt0 = cgroup_pagetables(cg->parent);
     exit0 = vmstat_counter("async_fork_copied_exit");
     failed0 = vmstat_counter("async_fork_sessions_failed");
     deferred0 = vmstat_counter("async_fork_deferred");
@@ -324,7 +323,6 @@ static int run_round(struct foreign *f, const struct cgroups *cg, pid_t *parent,
     if (wait_flag(&f->reader_done) != 0)
         return rc ? rc : fail("the reader's read never returned");
     o->reader_pt1 = cgroup_pagetables(cg->reader);
-    o->parent_pt1 = cgroup_pagetables(cg->parent);
     o->exits = vmstat_counter("async_fork_copied_exit") - exit0;
     o->failed = vmstat_counter("async_fork_sessions_failed") - failed0;
     o->deferred = vmstat_counter("async_fork_deferred") - deferred0;
@@ -367,9 +365,8 @@ static int foreign_round(int oom)
         info("%zu tables of 2 MiB; deferred %llu, copied at the exit the reader ran %llu, "
              "sessions failed %llu%s", o.tables, o.deferred, o.exits, o.failed,
              active > 0 ? "" : " (no asynchronous fork)");
-        info("pagetables before the fork and after the reader ran the exit: its cgroup "
-             "%lld -> %lld, the parent's %lld -> %lld bytes (the region's tables: %lld)",
-             o.reader_pt0, o.reader_pt1, o.parent_pt0, o.parent_pt1,
+        info("the reader's cgroup, pagetables before the fork and after it ran the exit: "
+             "%lld -> %lld bytes (the region's tables: %lld)", o.reader_pt0, o.reader_pt1,
              (long long)o.tables * PAGE_SIZE);
         rc = oom ? oom_verdict(f, &o, active) : exit_verdict(f, &o, cg.reader, active);
         info("the child ended with %s", o.child_how);
