@@ -96,6 +96,9 @@ def site_labels(p, what, during):
         (p + "_vs_control_max_gap", "during the %s: longest PING gap / control's" % what),
         (p + "_total_gap_ms", "during the %s: sum of PING gaps > 1 ms (ms)" % what),
         (p + "_child_max_gap_ms", "while the %s's child lived: longest PING gap (ms)" % what),
+        (p + "_child_ping_p99_ms", "while the %s's child lived: PING p99 (ms)" % what),
+        (p + "_after_child_ping_p99_ms", "from the child's end to the %s's end: PING p99 (ms)"
+         % what),
         (p + "_after_max_gap_ms", "after the %s, to the load's end: longest PING gap (ms)"
          % what),
         (p + "_outlasted_load", "the %s outlasted the load (runs)" % what),

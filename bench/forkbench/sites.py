@@ -175,6 +175,14 @@ def window_figures(samples, live, t_start, t_fork, t_child_gone, t_done, t_end):
     if rps is not None:
         fig["window_rps"] = rps
     fig["child_max_gap_ms"] = gap_summary(samples, t_fork, t_child_gone)["max_gap_ms"]
+    # The window split at the child's end: what the child costs, and what
+    # the parent's own work after it costs (a disk-based sync's transfer,
+    # the re-collapse, the replica loading beside it).
+    for key, since, until in (("child_ping_p99_ms", t_fork, t_child_gone),
+                              ("after_child_ping_p99_ms", t_child_gone, t_done)):
+        p99 = ping_percentile(samples, 99, since, until) if until > since else None
+        if p99 is not None:
+            fig[key] = p99
     fig["after_max_gap_ms"] = gap_summary(samples, t_done, t_end)["max_gap_ms"]
     fig["outlasted_load"] = int(t_done > t_end)
     return fig

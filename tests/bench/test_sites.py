@@ -228,6 +228,8 @@ def test_window_figures_split_the_run():
     assert got["max_gap_ms"] == 30.0 and got["gaps_over_1ms"] == 3
     assert got["child_max_gap_ms"] == 30.0
     assert got["after_max_gap_ms"] == 8.0
+    assert got["child_ping_p99_ms"] == 30.0
+    assert got["after_child_ping_p99_ms"] == 12.0
     assert got["window_rps"] == 500.0
     assert got["ping_p99_ms"] == 30.0
     assert got["outlasted_load"] == 0
@@ -305,7 +307,8 @@ def test_site_figures_have_labels_and_directions():
         for m in ("fork_ms", "child_s", "child_life_ms", "s", "cow_mb", "max_ms", "p99_ms",
                   "window_rps", "ping_p99_ms", "max_gap_ms", "vs_control_max",
                   "vs_control_max_gap", "vs_control_rps", "child_max_gap_ms",
-                  "after_max_gap_ms", "outlasted_load", "load_s"):
+                  "after_max_gap_ms", "child_ping_p99_ms", "after_child_ping_p99_ms",
+                  "outlasted_load", "load_s"):
             assert p + "_" + m in labels, p + "_" + m
     for m in ("idle_rewrite_fork_ms", "nosave_ping_p99_ms", "sync_catchup_s",
               "sync_rdb_channel", "first_collapse_wait_s"):
