@@ -187,6 +187,8 @@ def parse_args():
     p.add_argument("--variants", default=None, help="default: per scenario")
     p.add_argument("--peer", action="append", default=[], metavar="NAME=BINARY[:ARGS]",
                    help="one more variant: any RESP server (repeatable)")
+    p.add_argument("--replica-variant", default=None, metavar="VARIANT",
+                   help="sync scenarios: the replica's variant (default: the primary's own)")
     p.add_argument("--rounds", type=int, default=3,
                    help="steady scenario rounds (the summary skips round 1)")
     p.add_argument("--pass-margin-seconds", type=float, default=3.0,
@@ -248,6 +250,12 @@ def check_args(p, a):
         a.peers[name] = {"binary": os.path.abspath(found) if "/" in found else found,
                          "args": extra}
         a.variants.append(name)
+    a.replica_variant = getattr(a, "replica_variant", None)
+    if a.replica_variant is not None:
+        if not a.scenario.startswith("sync"):
+            p.error("--replica-variant: only the sync scenarios start a replica")
+        if a.replica_variant not in VARIANTS and a.replica_variant not in a.peers:
+            p.error("--replica-variant: unknown variant %r" % a.replica_variant)
     if a.seed is None:
         a.seed = random.SystemRandom().randrange(1 << 31)
     a.tools = a.afork_bin

@@ -408,8 +408,9 @@ def site_scenario(srv, args, keys, tag, fig, say, run):
     replica = work = None
     try:
         if scenario.startswith("sync"):
-            say("replica: a fresh %s server" % run.variant)
-            replica, work = start_server(run.variant, args, REPLICA_CONFIG)
+            variant = args.replica_variant or run.variant
+            say("replica: a fresh %s server" % variant)
+            replica, work = start_server(variant, args, REPLICA_CONFIG)
         requests, seconds = load_requests(srv, args, keys, idle_s, seconds)
         fig[site["prefix"] + "_load_s"] = seconds
         say("load without a fork (%d requests, ~%ss)" % (requests, fmt_secs(seconds)))

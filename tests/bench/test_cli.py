@@ -30,6 +30,12 @@ def test_unknown_variant():
     assert "unknown variant 'nope'" in bench("--variants", "stock nope").stderr
 
 
+def test_replica_variant_only_for_a_known_variant_of_a_sync():
+    assert "only the sync scenarios" in bench("--replica-variant", "stock").stderr
+    r = bench("--scenario", "sync-disk", "--replica-variant", "nope")
+    assert r.returncode == 2 and "--replica-variant: unknown variant 'nope'" in r.stderr
+
+
 def test_peer_given_twice_and_bad_peer():
     assert "given twice" in bench("--peer", "a=/bin/true", "--peer", "a=/bin/true").stderr
     assert "--peer" in bench("--peer", "noequals").stderr
