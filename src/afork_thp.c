@@ -69,6 +69,9 @@ static struct {
     char status[256];         /* fork_thp_heap: "on", "off", "refused: <why>";
                                  with auto, "on: auto: <why>", "off: auto: <why>" */
     long long quiet_saves;    /* forks that turned huge pages off */
+    int sync_hold;            /* child gone, huge pages still off: a replica
+                                 catches up (replicaCatchingUp) */
+    long long sync_holds;     /* children after which that happened */
 } thp;
 
 /* main(), after the config is read and before linuxMemoryWarnings(). root:
@@ -176,16 +179,55 @@ void aforkThpForkFailed(void) {
     thpQuietSaveResume();
 }
 
+/* A primary's full sync is not over when its child is. Until the replica
+ * has loaded the RDB and taken the writes made meanwhile, the primary keeps
+ * those writes in its replication buffer, which grows by the write rate. In
+ * huge pages that growth is a 2 MiB fault every few dozen milliseconds,
+ * each zeroing 2 MiB in the main thread (milliseconds in a VM whose host
+ * backs memory on first touch); in 4 KiB pages the same zeroing is spread
+ * thin. So huge pages stay off, and the re-collapse waits, while a replica
+ * is not online, has not acknowledged the snapshot's offset yet (it acks
+ * once it has loaded the RDB; a primary whose offset is still 0 waits for
+ * its first acknowledged write), or still has more writes to receive than
+ * the replication backlog holds (the stream's own steady state). */
+static int replicaCatchingUp(void) {
+    listIter li;
+    listNode *ln;
+    listRewind(server.slaves, &li);
+    while ((ln = listNext(&li)) != NULL) {
+        client *r = ln->value;
+        if (r->flags & CLIENT_REPL_RDBONLY) continue;
+        if (r->replstate != SLAVE_STATE_ONLINE || r->repl_start_cmd_stream_on_ack) return 1;
+        if (r->repl_ack_off <= 0 || r->repl_ack_off < r->psync_initial_offset) return 1;
+        if (getClientOutputBufferMemoryUsage(r) > (size_t)server.repl_backlog_size) return 1;
+    }
+    return 0;
+}
+
+/* The child is gone and no replica catches up: huge pages again, and the
+ * re-collapse of what the child's copy-on-write split. */
+static void resumeAfterChild(void) {
+    thp.sync_hold = 0;
+    thpQuietSaveResume();
+    if (afork_thp_collapse_rate_mb > 0) thpCollapseRequestPass();
+}
+
 /* Each event-loop iteration (beforeSleep): publish what the thread needs.
  * window_open: a fork quiet window is open. */
 void aforkThpLoopSample(long long usec, int window_open) {
     thpCollapseLoopSample(usec, !hasActiveChildProcess() && !window_open);
+    if (thp.sync_hold && !hasActiveChildProcess() && !replicaCatchingUp()) resumeAfterChild();
 }
 
-/* resetChildState: a child is gone, its copy-on-write splits can go. */
+/* resetChildState: a child is gone, its copy-on-write splits can go, once
+ * no replica catches up. */
 void aforkThpChildGone(void) {
-    thpQuietSaveResume();
-    if (afork_thp_collapse_rate_mb > 0) thpCollapseRequestPass();
+    if (thp.heap && replicaCatchingUp()) {
+        if (!thp.sync_hold) thp.sync_holds++;
+        thp.sync_hold = 1;
+        return;
+    }
+    resumeAfterChild();
 }
 
 /* A keyspace dict starts a rehash into table, bytes long. */
@@ -211,6 +253,7 @@ void aforkThpReset(void) {
     atomicSet(c->warm_usec, 0);
     atomicSet(c->host_waits, 0);
     thp.quiet_saves = 0;
+    thp.sync_holds = 0;
 }
 
 /* INFO fork: the fork-thp fields. */
@@ -242,6 +285,8 @@ sds aforkThpInfo(sds info) {
         "fork_thp_quiet_save_auto:%d\r\n"
         "fork_thp_quiet_saves:%lld\r\n"
         "current_fork_thp_paused:%d\r\n"
+        "current_fork_thp_replica_hold:%d\r\n"
+        "fork_thp_replica_holds:%lld\r\n"
         "fork_thp_collapse_status:%s\r\n"
         "fork_thp_collapse_passes:%lld\r\n"
         "fork_thp_collapse_ranges:%lld\r\n"
@@ -263,7 +308,7 @@ sds aforkThpInfo(sds info) {
         "fork_thp_tables_not_held:%lld\r\n",
         thp.asked, afork_fork_thp == AFORK_THP_AUTO, thp.status, afork_thp_collapse_rate_mb,
         quietSaveOn(), afork_thp_quiet_save == AFORK_THP_TUNE_AUTO,
-        thp.quiet_saves, paused, afork_thp_collapse_rate_mb <= 0 && running ? "off" : state,
+        thp.quiet_saves, paused, thp.sync_hold, thp.sync_holds, afork_thp_collapse_rate_mb <= 0 && running ? "off" : state,
         passes, ranges, failures, pauses, usec, max_usec,
         collapseWarmOn() && thpHostWarmReady(), afork_thp_collapse_warm == AFORK_THP_TUNE_AUTO,
         warm_usec, host_waits, vmaSize(), vmaSizeAuto(), cuts, before, after,

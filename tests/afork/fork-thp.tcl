@@ -763,3 +763,59 @@ start_server {tags {"afork external:skip"} overrides {fork-thp no enable-debug-c
         assert_equal [tables_info fork_thp_tables_held_total] 0
     }
 }
+
+# ---------------------------------------------------------------------------
+# A primary's full sync: once the child is gone, huge pages stay off (and
+# the re-collapse waits) until the replica has loaded the RDB and received
+# the writes buffered for it meanwhile (afork_thp.c, replicaCatchingUp).
+# The replica loads slowly (key-load-delay), the primary takes writes
+# bigger than its replication backlog in the meantime.
+
+start_server {tags {"afork external:skip repl"} overrides {fork-thp yes fork-thp-collapse-rate 256 repl-diskless-sync no repl-backlog-size 1mb}} {
+    set primary [srv 0 client]
+    set ppid [srv 0 pid]
+    if {[thp_info fork_thp_heap] ne "on"} {
+        afork_skip "fork-thp replica hold: the keyspace is not in huge pages here ([thp_info fork_thp_heap])"
+    } else {
+        start_server {tags {"afork"} overrides {key-load-delay 500 loading-process-events-interval-bytes 1024}} {
+            test {fork-thp: huge pages stay off until a fully synced replica has caught up} {
+                $primary eval {for i = 1, 20000 do redis.call('set', 'k' .. i, string.rep('v', 100)) end} 0
+                set holds [getInfoProperty [$primary info fork] fork_thp_replica_holds]
+                set passes [getInfoProperty [$primary info fork] fork_thp_collapse_passes]
+                r replicaof [srv -1 host] [srv -1 port]
+                # The child is gone, the replica still loads (20000 keys at 0.5 ms).
+                wait_for_condition 100 100 {
+                    [getInfoProperty [$primary info persistence] rdb_bgsave_in_progress] == 0 &&
+                    [s loading] == 1
+                } else {
+                    fail "the replica was not loading after the primary's child was gone"
+                }
+                # Writes meanwhile: 40 MB buffered for the replica, 40 times the backlog.
+                $primary eval {for i = 1, 4000 do redis.call('set', 'w' .. i, string.rep('x', 10000)) end} 0
+                assert_equal [s loading] 1
+                set info [$primary info fork]
+                assert_equal [getInfoProperty $info current_fork_thp_replica_hold] 1
+                assert_equal [getInfoProperty $info current_fork_thp_paused] 1
+                assert_equal [getInfoProperty $info fork_thp_replica_holds] [expr {$holds + 1}]
+                assert_equal [getInfoProperty $info fork_thp_collapse_passes] $passes
+                assert_equal [thp_process_enabled $ppid] 0
+                # Loaded and caught up: huge pages again, then the re-collapse pass.
+                wait_for_condition 300 100 {
+                    [s loading] == 0 &&
+                    [status $primary master_repl_offset] == [status r master_repl_offset]
+                } else {
+                    fail "the replica did not load and catch up"
+                }
+                wait_for_condition 300 100 {
+                    [getInfoProperty [$primary info fork] current_fork_thp_replica_hold] == 0 &&
+                    [getInfoProperty [$primary info fork] current_fork_thp_paused] == 0 &&
+                    [getInfoProperty [$primary info fork] fork_thp_collapse_passes] > $passes
+                } else {
+                    fail "huge pages still off after the replica caught up: [$primary info fork]"
+                }
+                assert_equal [thp_process_enabled $ppid] 1
+                assert_equal [r dbsize] 24000
+            }
+        }
+    }
+}
