@@ -277,7 +277,7 @@ for text in ("# Fork cost (%s scenario)" % scenario, "the %s scenario's settings
              "during the %s: longest PING gap (ms)" % p):
     if text not in md:
         problems.append("results.md lacks %r" % text)
-if p == "sync" and "the replica: a fresh server of the same variant" not in md:
+if p == "sync" and "the replica: a fresh server per run, of the same variant" not in md:
     problems.append("results.md does not say how the replica ran")
 plots = {x["file"]: x["series"] for x in json.load(open(os.path.join(out, "plots.json")))}
 name = "latency_timeline_0.004gb_%s.png" % p
