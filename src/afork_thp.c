@@ -174,9 +174,10 @@ void aforkThpForkStarting(void) {
     if (thp.heap && quietSaveOn() && thpQuietSavePause()) thp.quiet_saves++;
 }
 
-/* fork() failed: there is no child to wait for. */
+/* fork() failed: there is no child to wait for (a replica still catching
+ * up from an earlier child keeps its hold). */
 void aforkThpForkFailed(void) {
-    thpQuietSaveResume();
+    if (!thp.sync_hold) thpQuietSaveResume();
 }
 
 /* A primary's full sync is not over when its child is. Until the replica
@@ -308,7 +309,8 @@ sds aforkThpInfo(sds info) {
         "fork_thp_tables_not_held:%lld\r\n",
         thp.asked, afork_fork_thp == AFORK_THP_AUTO, thp.status, afork_thp_collapse_rate_mb,
         quietSaveOn(), afork_thp_quiet_save == AFORK_THP_TUNE_AUTO,
-        thp.quiet_saves, paused, thp.sync_hold, thp.sync_holds, afork_thp_collapse_rate_mb <= 0 && running ? "off" : state,
+        thp.quiet_saves, paused, thp.sync_hold, thp.sync_holds,
+        afork_thp_collapse_rate_mb <= 0 && running ? "off" : state,
         passes, ranges, failures, pauses, usec, max_usec,
         collapseWarmOn() && thpHostWarmReady(), afork_thp_collapse_warm == AFORK_THP_TUNE_AUTO,
         warm_usec, host_waits, vmaSize(), vmaSizeAuto(), cuts, before, after,

@@ -774,8 +774,8 @@ start_server {tags {"afork external:skip"} overrides {fork-thp no enable-debug-c
 start_server {tags {"afork external:skip repl"} overrides {fork-thp yes fork-thp-collapse-rate 256 repl-diskless-sync no repl-backlog-size 1mb}} {
     set primary [srv 0 client]
     set ppid [srv 0 pid]
-    if {[thp_info fork_thp_heap] ne "on"} {
-        afork_skip "fork-thp replica hold: the keyspace is not in huge pages here ([thp_info fork_thp_heap])"
+    if {[thp_info fork_thp_heap] ne "on" || [thp_info fork_thp_collapse_status] ne "ready"} {
+        afork_skip "fork-thp replica hold: no keyspace in huge pages or no re-collapse here ([thp_info fork_thp_heap], collapse [thp_info fork_thp_collapse_status])"
     } else {
         start_server {tags {"afork"} overrides {key-load-delay 500 loading-process-events-interval-bytes 1024}} {
             test {fork-thp: huge pages stay off until a fully synced replica has caught up} {
