@@ -62,7 +62,7 @@ def machine_record(args, source, before, pretouched):
         "scenario": args.scenario, "rounds": args.rounds,
         "scenario_config": site_config(args.scenario),
         "replica_config": REPLICA_CONFIG if args.scenario.startswith("sync") else [],
-        "replica_variant": getattr(args, "replica_variant", None) or "the primary's",
+        "replica_variant": getattr(args, "replica_variant", None),
         "growth": growth_record(args),
         "sizes": args.sizes, "repeat": args.repeat,
         "order": args.order, "seed": args.seed,

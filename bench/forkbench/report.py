@@ -485,9 +485,9 @@ def server_lines(res):
         lines.append("- the %s scenario's settings: `%s`" % (
             m.get("scenario"), " ".join(shlex.quote(a) for a in m["scenario_config"])))
     if m.get("replica_config"):
-        rv = m.get("replica_variant") or "the primary's"
+        rv = m.get("replica_variant")
         lines.append("- the replica: a fresh server per run, of %s, with `%s`"
-                     % ("the same variant" if rv == "the primary's" else "variant " + rv,
+                     % ("variant " + rv if rv else "the same variant",
                         " ".join(shlex.quote(a) for a in m["replica_config"])))
     if m.get("growth"):
         return lines + growth_lines(res)
