@@ -32,10 +32,11 @@
  * on unless set. The deprecated options log one line the first time they
  * are set (at startup or by CONFIG SET). With no setting at all, a keyspace
  * table being rehashed into stays in 4 KiB pages until the rehash is done
- * (afork_thp_tables.c).
+ * (afork_thp_tables.c), and a large allocation that would leave a page of
+ * its size class unused is kept in 4 KiB pages (afork_thp_slack.c).
  *
  * This file holds the settings, the entry points afork.c calls and the
- * INFO fields; it reaches the other four through afork_thp_int.h. afork.c
+ * INFO fields; it reaches the other five through afork_thp_int.h. afork.c
  * calls in after the config is read (the re-exec), at startup, before each
  * fork, each event-loop iteration (with whether a quiet window is open),
  * when a child is gone, and at exit (the thread is joined).
@@ -84,6 +85,7 @@ void aforkThpHeapSetup(const char *root, int vm_page_reporting) {
     thp.asked = afork_fork_thp == AFORK_THP_YES;
     if (autom) thp.asked = thpHeapAuto(root, thpCollapseScanWorks(), vm_page_reporting, why, sizeof(why));
     thp.heap = thpHeapSetup(thp.asked, autom ? why : NULL, root, thp.status, sizeof(thp.status));
+    if (thp.heap) thpSlackSetup();
 }
 
 /* linuxMemoryWarnings(): skip upstream's THP disabling and warning. */
@@ -261,8 +263,8 @@ void aforkThpReset(void) {
 sds aforkThpInfo(sds info) {
     thpCounters *c = thpCollapseCounters();
     long long passes, ranges, failures, pauses, usec, before, after, cuts, warm_usec, max_usec;
-    long long host_waits, table_holds, table_full;
-    int paused, running, tables_held;
+    long long host_waits, table_holds, table_full, slack_active, slack_untracked;
+    int paused, running, tables_held, slack_arena, slack_ranges;
     char state[64];
     atomicGet(c->passes, passes);
     atomicGet(c->ranges, ranges);
@@ -277,6 +279,7 @@ sds aforkThpInfo(sds info) {
     atomicGet(c->host_waits, host_waits);
     thpCollapseStatus(state, sizeof(state), &paused, &running);
     thpTablesCounts(&tables_held, &table_holds, &table_full);
+    thpSlackCounts(&slack_arena, &slack_active, &slack_ranges, &slack_untracked);
     return sdscatprintf(info,
         "fork_thp:%d\r\n"
         "fork_thp_auto:%d\r\n"
@@ -306,7 +309,11 @@ sds aforkThpInfo(sds info) {
         "latest_fork_thp_collapse_huge_after_bytes:%lld\r\n"
         "fork_thp_tables_held:%d\r\n"
         "fork_thp_tables_held_total:%lld\r\n"
-        "fork_thp_tables_not_held:%lld\r\n",
+        "fork_thp_tables_not_held:%lld\r\n"
+        "fork_thp_slack_arena:%d\r\n"
+        "fork_thp_slack_active_bytes:%lld\r\n"
+        "fork_thp_slack_ranges:%d\r\n"
+        "fork_thp_slack_untracked:%lld\r\n",
         thp.asked, afork_fork_thp == AFORK_THP_AUTO, thp.status, afork_thp_collapse_rate_mb,
         quietSaveOn(), afork_thp_quiet_save == AFORK_THP_TUNE_AUTO,
         thp.quiet_saves, paused, thp.sync_hold, thp.sync_holds,
@@ -314,5 +321,6 @@ sds aforkThpInfo(sds info) {
         passes, ranges, failures, pauses, usec, max_usec,
         collapseWarmOn() && thpHostWarmReady(), afork_thp_collapse_warm == AFORK_THP_TUNE_AUTO,
         warm_usec, host_waits, vmaSize(), vmaSizeAuto(), cuts, before, after,
-        tables_held, table_holds, table_full);
+        tables_held, table_holds, table_full, slack_arena, slack_active, slack_ranges,
+        slack_untracked);
 }

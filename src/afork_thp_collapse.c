@@ -7,7 +7,8 @@
  * next fork() copies more page tables. After each RDB, AOF or module child
  * exits, this thread walks the anonymous memory of the process and calls
  * madvise(MADV_COLLAPSE) (Linux 6.1+) on each 2 MiB range that is resident
- * but no longer huge (PAGEMAP_SCAN, Linux 6.7+, tells which), at most
+ * but no longer huge (PAGEMAP_SCAN, Linux 6.7+, tells which; the slack
+ * arena's ranges, in 4 KiB pages on purpose, are skipped), at most
  * fork-thp-collapse-rate MB per second. Ranges with fewer than 7/8 of their
  * pages resident are left alone: collapsing them would fill the holes
  * jemalloc purged and grow RSS. Without MADV_COLLAPSE it stops and leaves
@@ -179,8 +180,14 @@ static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
     if (rc == 0) {
         atomicIncr(counters.ranges, 1);
         p->collapsed++;
-    } else if (errno == EINVAL && thpTablesExplain(addr, gen)) {
-        /* a keyspace table held in 4 KiB pages (afork_thp_tables.c) */
+    } else if (errno == EINVAL && (thpTablesExplain(addr, gen) ||
+                                   thpSlackHolds(addr, addr + THP_HUGE_SIZE))) {
+        /* a keyspace table or the slack arena, in 4 KiB pages */
+    } else if (errno == EINVAL && prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1) {
+        /* A fork started after the gate opened, and the quiet save turned
+         * huge pages off: the pass ends, the next one follows the child. */
+        atomicIncr(counters.pauses, 1);
+        p->stopped = 1;
     } else if (errno == EINVAL) {
         p->no_collapse = 1;
     } else {
@@ -227,7 +234,9 @@ static void collapsePass(int maps_fd, int pm) {
         uint64_t start, end;
         next = strchr(line, '\n');
         if (next) next++;
-        if (!thpHeapMapping(line, &start, &end) || thpHostIsWarmMapping(start, end)) continue;
+        if (!thpHeapMapping(line, &start, &end) || thpHostIsWarmMapping(start, end) ||
+            thpSlackHolds(start, end))
+            continue;
         if (size > 0) {
             if (thpHeapCut(start, end, (uint64_t)size, resize, waitAllowed, &counters) != 0)
                 p.stopped = 1;

@@ -1,12 +1,12 @@
 /* afork_thp_int.h -- what the files of fork-thp share with each other.
  *
  * fork-thp is one module under the hub: afork.c calls afork_thp.c only
- * (afork_thp.h), and afork_thp.c calls the four files below it, declared
- * here. Calls go one way: afork_thp.c calls all four, the collapse thread
+ * (afork_thp.h), and afork_thp.c calls the five files below it, declared
+ * here. Calls go one way: afork_thp.c calls all five, the collapse thread
  * calls the heap's cut and the host's warm-up, handing them its gate and
- * its counters as arguments, and asks the tables code whether a refused
- * collapse was a held table; the heap, host and tables code call nothing
- * of fork-thp themselves.
+ * its counters as arguments, and asks the tables and slack code whether a
+ * range is theirs (held in 4 KiB pages); the heap, host, tables and slack
+ * code call nothing of fork-thp themselves.
  *
  *   afork_thp.c            the settings, the entry points, INFO
  *   afork_thp_heap.c       the heap in huge pages (re-exec, fork-thp auto's
@@ -17,6 +17,9 @@
  *                          waits while it is busy
  *   afork_thp_tables.c     keyspace tables in 4 KiB pages while they are
  *                          rehashed into
+ *   afork_thp_slack.c      the slack arena: large allocations that would
+ *                          leave a page of their size class unused, in
+ *                          4 KiB pages (zmalloc.c routes them, afork_alloc.h)
  *
  * ----------------------------------------------------------------------------
  *
@@ -73,6 +76,11 @@ void thpTablesRelease(const void *table, size_t bytes);
 long long thpTablesGeneration(void);
 int thpTablesExplain(uint64_t addr, long long gen);
 void thpTablesCounts(int *held, long long *holds, long long *full);
+
+/* afork_thp_slack.c */
+int thpSlackSetup(void);
+int thpSlackHolds(uint64_t start, uint64_t end);
+void thpSlackCounts(int *arena, long long *active, int *ranges, long long *untracked);
 
 /* afork_thp_collapse.c */
 int thpCollapseScanWorks(void);

@@ -55,6 +55,10 @@ VMSTAT_FIELDS = ("thp_fault_alloc", "thp_fault_fallback", "compact_stall", "comp
 TABLES_FIELDS = ("fork_thp_tables_held", "fork_thp_tables_held_total",
                  "fork_thp_tables_not_held")
 
+# INFO fork field of the slack arena (large values kept in small pages),
+# reported in MB as fork_thp_slack_mb when the server has it.
+SLACK_FIELD = "fork_thp_slack_active_bytes"
+
 # A 2 MiB block is order 9 of 4 KiB pages.
 HUGE_ORDER = 9
 
@@ -133,14 +137,17 @@ def prefixed(prefix, fig):
 
 
 def thp_fields(fork_info):
-    """fork_thp_on (1/0) and the fork_thp_tables_* fields of an INFO fork
-    dict, {} for a server without INFO fork; and the heap's status text."""
+    """fork_thp_on (1/0), the fork_thp_tables_* fields and the slack
+    arena's MB of an INFO fork dict, {} for a server without INFO fork; and
+    the heap's status text."""
     if "fork_thp" not in fork_info:
         return {}, None
     fig = {"fork_thp_on": int(fork_info["fork_thp"])}
     for f in TABLES_FIELDS:
         if f in fork_info:
             fig[f] = int(fork_info[f])
+    if SLACK_FIELD in fork_info:
+        fig["fork_thp_slack_mb"] = int(fork_info[SLACK_FIELD]) / MIB
     return fig, fork_info.get("fork_thp_heap")
 
 

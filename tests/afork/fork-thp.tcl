@@ -1,6 +1,7 @@
 # fork-thp.tcl -- the keyspace in transparent huge pages (fork-thp) and the
 # re-collapse of huge pages split by copy-on-write (fork-thp-collapse-rate);
-# at the end, the keyspace tables kept in 4 KiB pages while rehashed into.
+# at the end, the keyspace tables kept in 4 KiB pages while rehashed into,
+# large values with slack kept in 4 KiB pages, and the replica hold.
 #
 # AnonHugePages is read from /proc/<pid>/smaps_rollup, from outside the
 # server, so the tests see what the kernel sees.
@@ -440,7 +441,7 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
             [thp_info fork_thp_collapse_status] eq "ready" &&
             [thp_info fork_thp_collapse_passes] >= 1
         } else {
-            fail "no collapse pass after the child exited"
+            fail "no collapse pass after the child exited: [r info fork]"
         }
         set now [thp_anon_huge_kb $pid]
         assert_morethan $now [expr {$::thp_populated * 9 / 10}]
@@ -498,7 +499,7 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
             [thp_info fork_thp_collapse_status] eq "ready" &&
             [thp_info fork_thp_collapse_ranges] > $ranges
         } else {
-            fail "no collapse pass"
+            fail "no collapse pass: [r info fork]"
         }
         assert_equal [thp_info fork_thp_collapse_warm_usec] $warm
         r config set fork-thp-collapse-warm yes
@@ -761,6 +762,123 @@ start_server {tags {"afork external:skip"} overrides {fork-thp no enable-debug-c
         start_rehash k
         assert_equal [tables_info fork_thp_tables_held] 0
         assert_equal [tables_info fork_thp_tables_held_total] 0
+    }
+}
+
+# ---------------------------------------------------------------------------
+# The slack arena (afork_thp_slack.c): a large allocation whose size class
+# leaves a page or more unused is kept in 4 KiB pages, so that its unused
+# tail is never resident. Values are made by EVAL (string.rep), whose sds
+# is exactly the length asked: 131072 bytes take a 160 KiB extent (32 KiB
+# unused), 163830 bytes fill one (sds header and terminator included).
+
+# The mappings of pid that carry MADV_NOHUGEPAGE (thread stacks, held
+# tables and the slack arena), summed: {rss_kb anon_huge_kb}.
+proc nohuge_usage {pid} {
+    set fd [open /proc/$pid/smaps]
+    set lines [split [read $fd] "\n"]
+    close $fd
+    set rss 0
+    set huge 0
+    foreach line $lines {
+        if {[regexp {^Rss:\s+(\d+) kB} $line -> kb]} {
+            set range_rss $kb
+        } elseif {[regexp {^AnonHugePages:\s+(\d+) kB} $line -> kb]} {
+            set range_huge $kb
+        } elseif {[regexp {^VmFlags:.* nh( |$)} $line]} {
+            incr rss $range_rss
+            incr huge $range_huge
+        }
+    }
+    return [list $rss $huge]
+}
+
+proc set_values {prefix count bytes} {
+    r eval {for i = 1, tonumber(ARGV[2]) do
+                redis.call('set', ARGV[1] .. i, string.rep('v', tonumber(ARGV[3])))
+            end} 0 $prefix $count $bytes
+}
+
+start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-command yes}} {
+    set pid [srv 0 pid]
+    if {[thp_info fork_thp_heap] ne "on"} {
+        afork_skip "fork-thp slack arena: the keyspace is not in huge pages here ([thp_info fork_thp_heap])"
+    } else {
+        test {fork-thp: large values with a page of slack are in 4 KiB pages, their tails not resident} {
+            assert_morethan_equal [thp_info fork_thp_slack_arena] 0
+            lassign [nohuge_usage $pid] rss0 huge0
+            set active [thp_info fork_thp_slack_active_bytes]
+            set_values slack: 200 131072
+            # 200 extents of 160 KiB in the arena.
+            assert_morethan_equal [expr {[thp_info fork_thp_slack_active_bytes] - $active}] \
+                                  [expr {200 * 160 * 1024}]
+            lassign [nohuge_usage $pid] rss huge
+            assert_equal $huge 0
+            # Resident in nh mappings: the values (128 KiB and the header's
+            # page each), not the 32 KiB tails (which would make 200 x 160 KiB).
+            assert_morethan_equal [expr {$rss - $rss0}] [expr {200 * 128}]
+            assert_lessthan [expr {$rss - $rss0}] [expr {200 * 144}]
+            assert_equal [thp_info fork_thp_slack_untracked] 0
+        }
+
+        test {fork-thp: large values that fill their size class stay in huge pages} {
+            set active [thp_info fork_thp_slack_active_bytes]
+            set huge [thp_anon_huge_kb $pid]
+            set_values full: 200 163830
+            assert_lessthan [expr {[thp_info fork_thp_slack_active_bytes] - $active}] [expr {160 * 1024}]
+            # 200 x 160 KiB = 32000 KiB written into huge pages.
+            assert_morethan [expr {[thp_anon_huge_kb $pid] - $huge}] 16000
+        }
+
+        test {fork-thp: values move between the arenas as they grow, and read back intact} {
+            # APPEND reallocates (sds grows greedily): each value resized in
+            # place or moved to the arena its new size class calls for.
+            r append slack:1 [string repeat a [expr {163830 - 131072}]]
+            r append full:1 [string repeat b 10]
+            assert_equal [r strlen slack:1] 163830
+            assert_equal [r strlen full:1] 163840
+            assert_equal [r getrange slack:1 131070 131073] vvaa
+            assert_equal [r getrange full:1 163828 163831] vvbb
+            set digest [r debug digest]
+            r debug reload
+            assert_equal [r debug digest] $digest
+            assert_equal [r dbsize] 400
+        }
+
+        test {fork-thp: a collapse pass goes on past the slack arena} {
+            # 36854 bytes take a 40 KiB extent with one page unused: 9 of
+            # every 10 pages resident, enough for the pass to try them.
+            set active [thp_info fork_thp_slack_active_bytes]
+            set_values tight: 800 36854
+            assert_morethan_equal [expr {[thp_info fork_thp_slack_active_bytes] - $active}] \
+                                  [expr {800 * 40 * 1024}]
+            set failures [thp_info fork_thp_collapse_failures]
+            set ranges [thp_info fork_thp_collapse_ranges]
+            r config set rdb-key-save-delay 2000
+            r bgsave
+            after 50
+            # Split the huge pages of the values that fill their class.
+            r eval {for i = 1, 200 do redis.call('setrange', 'full:' .. i, 0, 'y') end} 0
+            waitForBgsave r
+            r config set rdb-key-save-delay 0
+            save_and_wait_pass
+            save_and_wait_pass
+            assert_equal [thp_info fork_thp_collapse_status] ready
+            assert_equal [thp_info fork_thp_collapse_failures] $failures
+            # Nothing collapsed in the arena, nothing split by the saves left
+            # uncollapsed elsewhere.
+            assert_equal [lindex [nohuge_usage $pid] 1] 0
+            assert_morethan [thp_info fork_thp_collapse_ranges] $ranges
+        }
+    }
+}
+
+start_server {tags {"afork external:skip"} overrides {fork-thp no}} {
+    test {fork-thp no: no slack arena, large values where upstream puts them} {
+        set_values slack: 50 131072
+        assert_equal [thp_info fork_thp_slack_arena] -1
+        assert_equal [thp_info fork_thp_slack_active_bytes] 0
+        assert_equal [thp_info fork_thp_slack_ranges] 0
     }
 }
 

@@ -87,10 +87,12 @@ def test_probe_figures_over_the_window():
 
 def test_fork_thp_fields_optional():
     info = {"fork_thp": "1", "fork_thp_heap": "on: auto: why", "fork_thp_tables_held": "1",
-            "fork_thp_tables_held_total": "12", "fork_thp_tables_not_held": "0"}
+            "fork_thp_tables_held_total": "12", "fork_thp_tables_not_held": "0",
+            "fork_thp_slack_active_bytes": str(3 << 20)}
     fig, status = growth.thp_fields(info)
     assert fig == {"fork_thp_on": 1, "fork_thp_tables_held": 1,
-                   "fork_thp_tables_held_total": 12, "fork_thp_tables_not_held": 0}
+                   "fork_thp_tables_held_total": 12, "fork_thp_tables_not_held": 0,
+                   "fork_thp_slack_mb": 3.0}
     assert status == "on: auto: why"
     # a server without the tables fields: reported without them
     fig, _ = growth.thp_fields({"fork_thp": "0", "fork_thp_heap": "off"})

@@ -1,0 +1,157 @@
+/* afork_thp_slack.c -- the slack arena: large allocations whose size class
+ * leaves a page or more unused stay in 4 KiB pages (fork-thp).
+ *
+ * jemalloc rounds a large allocation up to its size class: a 128 KiB value
+ * takes a 160 KiB extent, a 1 MiB value 1.25 MiB. In 4 KiB pages the
+ * unused tail is never faulted in, so upstream's RSS does not pay for it;
+ * with the keyspace in huge pages, the huge page that holds the tail is
+ * resident whole, and a dataset of such values uses up to a quarter more
+ * memory. So when the heap is in huge pages, this file creates a jemalloc
+ * arena whose memory is advised MADV_NOHUGEPAGE, and zmalloc.c's calls
+ * (afork_alloc.h) send there every allocation whose size class would leave
+ * at least a page unused. Such values keep upstream's memory use, and
+ * upstream's fork cost: fork() copies their page-table entries one per
+ * 4 KiB. Everything else (keys, small values, dict tables, whose sizes are
+ * powers of two) stays in huge pages.
+ *
+ * The arena uses jemalloc's own extent hooks, except that each new mapping
+ * is recorded and advised MADV_NOHUGEPAGE, in that order. The collapse
+ * thread skips the recorded ranges (MADV_COLLAPSE refuses an nh range with
+ * EINVAL, which it would otherwise take for a kernel without collapse).
+ * jemalloc retains what it maps (opt.retain, the Linux default), so a range
+ * once recorded stays the arena's; adjacent mappings are recorded as one
+ * range. A mapping that finds the table full is left in huge pages, as
+ * without this file, and counted.
+ *
+ * ----------------------------------------------------------------------------
+ *
+ * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
+
+#include "server.h"
+#include "afork_thp_int.h"
+#include <sys/mman.h>
+
+#define SLACK_RANGES 256   /* jemalloc grows an arena's mappings geometrically */
+
+#if defined(USE_JEMALLOC)
+
+extern int afork_alloc_slack_flags;   /* zmalloc.c, by way of afork_alloc.h */
+
+static struct {
+    pthread_mutex_t lock;
+    uint64_t start[SLACK_RANGES];
+    uint64_t end[SLACK_RANGES];
+    int ranges;
+    long long untracked;               /* mappings left in huge pages */
+    int arena;                         /* -1: none */
+} slack = {.lock = PTHREAD_MUTEX_INITIALIZER, .arena = -1};
+
+static extent_hooks_t *default_hooks;  /* jemalloc's, read from arena 0 */
+static extent_hooks_t slack_hooks;
+
+/* Record [a, b) as the arena's, joined to a range it touches. 0 when the
+ * table is full. */
+static int recordRange(uint64_t a, uint64_t b) {
+    int recorded = 0;
+    pthread_mutex_lock(&slack.lock);
+    for (int j = 0; j < slack.ranges && !recorded; j++) {
+        if (slack.end[j] == a) slack.end[j] = b, recorded = 1;
+        else if (slack.start[j] == b) slack.start[j] = a, recorded = 1;
+    }
+    if (!recorded && slack.ranges < SLACK_RANGES) {
+        slack.start[slack.ranges] = a;
+        slack.end[slack.ranges] = b;
+        slack.ranges++;
+        recorded = 1;
+    }
+    if (!recorded) slack.untracked++;
+    pthread_mutex_unlock(&slack.lock);
+    return recorded;
+}
+
+/* jemalloc's mapping, recorded and then in 4 KiB pages. */
+static void *slackAlloc(extent_hooks_t *hooks, void *new_addr, size_t size, size_t alignment,
+                        bool *zero, bool *commit, unsigned arena_ind) {
+    UNUSED(hooks);
+    void *p = default_hooks->alloc(default_hooks, new_addr, size, alignment, zero, commit,
+                                   arena_ind);
+    if (p && recordRange((uint64_t)(uintptr_t)p, (uint64_t)(uintptr_t)p + size))
+        madvise(p, size, MADV_NOHUGEPAGE);
+    return p;
+}
+
+/* The heap is in huge pages: create the arena and route allocations to it.
+ * 0 on success; -1 (logged) leaves every allocation where upstream puts it. */
+int thpSlackSetup(void) {
+    unsigned ind;
+    size_t sz = sizeof(default_hooks);
+    if (je_mallctl("arena.0.extent_hooks", &default_hooks, &sz, NULL, 0) != 0) {
+        serverLog(LL_WARNING, "fork-thp: cannot read jemalloc's extent hooks; large values "
+                              "stay in huge pages");
+        return -1;
+    }
+    slack_hooks = *default_hooks;
+    slack_hooks.alloc = slackAlloc;
+    extent_hooks_t *hooks = &slack_hooks;
+    sz = sizeof(ind);
+    if (je_mallctl("arenas.create", &ind, &sz, &hooks, sizeof(hooks)) != 0) {
+        serverLog(LL_WARNING, "fork-thp: cannot create jemalloc's slack arena; large values "
+                              "stay in huge pages");
+        return -1;
+    }
+    slack.arena = (int)ind;
+    afork_alloc_slack_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
+    return 0;
+}
+
+/* Does [start, end) overlap the arena's memory? */
+int thpSlackHolds(uint64_t start, uint64_t end) {
+    int holds = 0;
+    pthread_mutex_lock(&slack.lock);
+    for (int j = 0; j < slack.ranges && !holds; j++)
+        holds = start < slack.end[j] && slack.start[j] < end;
+    pthread_mutex_unlock(&slack.lock);
+    return holds;
+}
+
+/* INFO fork: the arena (-1 when none), the bytes of its pages in use, the
+ * ranges recorded, and the mappings left in huge pages. */
+void thpSlackCounts(int *arena, long long *active, int *ranges, long long *untracked) {
+    char name[64];
+    size_t pactive = 0, page = 0, sz = sizeof(size_t);
+    uint64_t epoch = 1;
+    size_t esz = sizeof(epoch);
+    *arena = slack.arena;
+    *active = 0;
+    if (slack.arena >= 0) {
+        je_mallctl("epoch", &epoch, &esz, &epoch, esz);
+        snprintf(name, sizeof(name), "stats.arenas.%d.pactive", slack.arena);
+        if (je_mallctl(name, &pactive, &sz, NULL, 0) == 0 &&
+            je_mallctl("arenas.page", &page, &sz, NULL, 0) == 0)
+            *active = (long long)(pactive * page);
+    }
+    pthread_mutex_lock(&slack.lock);
+    *ranges = slack.ranges;
+    *untracked = slack.untracked;
+    pthread_mutex_unlock(&slack.lock);
+}
+
+#else
+
+int thpSlackSetup(void) {
+    return -1;
+}
+
+int thpSlackHolds(uint64_t start, uint64_t end) {
+    UNUSED(start);
+    UNUSED(end);
+    return 0;
+}
+
+void thpSlackCounts(int *arena, long long *active, int *ranges, long long *untracked) {
+    *arena = -1;
+    *active = *untracked = 0;
+    *ranges = 0;
+}
+
+#endif
