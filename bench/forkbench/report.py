@@ -125,11 +125,14 @@ def vm_labels(p, what):
 
 
 def thp_labels(p, what):
-    """What fork-thp chose and the keyspace tables it held (INFO fork)."""
+    """What fork-thp chose, the keyspace tables it held and the slack
+    arena's memory (INFO fork)."""
     return [(p + "fork_thp_on", "%sfork-thp on (1) or off (0), INFO fork_thp" % what),
             (p + "fork_thp_tables_held", "%stables held in small pages now" % what),
             (p + "fork_thp_tables_held_total", "%stables held in small pages, total" % what),
-            (p + "fork_thp_tables_not_held", "%stables not held" % what)]
+            (p + "fork_thp_tables_not_held", "%stables not held" % what),
+            (p + "fork_thp_slack_mb", "%slarge allocations kept in small pages, the slack "
+                                      "arena (MB)" % what)]
 
 
 # The growth scenarios (forkbench.growth): the fill.
