@@ -588,6 +588,37 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         assert_morethan [getInfoProperty [r info memory] mem_fragmentation_bytes] 0
     }
 
+    # A fork can start between the collapse thread's gate and its
+    # MADV_COLLAPSE; the quiet save's PR_SET_THP_DISABLE then makes the
+    # kernel refuse with EINVAL, which must end the pass, not be taken for
+    # a kernel without MADV_COLLAPSE (that would stop the re-collapse for
+    # good). Saves started as soon as each pass has begun.
+    test {A save that starts during a collapse pass leaves the re-collapse on} {
+        r config set rdb-key-save-delay 0
+        r config set fork-thp-collapse-rate 100000
+        for {set i 0} {$i < 8} {incr i} {
+            set passes [thp_info fork_thp_collapse_passes]
+            r config set rdb-key-save-delay 100
+            r bgsave
+            after 100
+            r eval {for i = 0, 599999, 8 do redis.call('setrange', 'key:' .. i, 1, 'w') end} 0
+            stop_bg_child $pid
+            wait_for_condition 100 10 {
+                [s rdb_bgsave_in_progress] == 0 &&
+                [thp_info fork_thp_collapse_status] ne "ready"
+            } else {
+                fail "no collapse pass began after the child"
+            }
+            r config set rdb-key-save-delay 0
+            r bgsave
+            waitForBgsave r
+            assert_not_equal [thp_info fork_thp_collapse_status] khugepaged-only
+        }
+        wait_for_condition 300 100 {[thp_info fork_thp_collapse_status] eq "ready"} else {
+            fail "the re-collapse did not come back: [r info fork]"
+        }
+    }
+
     test {The save still works and restarts cleanly with fork-thp} {
         r config set rdb-key-save-delay 0
         r config set fork-thp-collapse-rate 256
