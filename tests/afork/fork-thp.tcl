@@ -436,7 +436,8 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
 
     test {After the child exits, the split huge pages are collapsed again} {
         stop_bg_child $pid
-        wait_for_condition 100 100 {
+        # 30 s, as save_and_wait_pass: each collapse may wait for a busy VM host.
+        wait_for_condition 300 100 {
             [s rdb_bgsave_in_progress] == 0 &&
             [thp_info fork_thp_collapse_status] eq "ready" &&
             [thp_info fork_thp_collapse_passes] >= 1
