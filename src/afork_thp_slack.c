@@ -23,6 +23,13 @@
  * range. A mapping that finds the table full is left in huge pages, as
  * without this file, and counted.
  *
+ * Only the hook takes the table's lock, and jemalloc calls it with its own
+ * locks held, which jemalloc's fork handler takes too: so no fork() ever
+ * finds the lock held, and a child can map memory for the arena. Readers
+ * (the collapse thread, INFO) take no lock: a range is written before the
+ * count that publishes it, and a reader that misses a range just grown
+ * sees it when it asks again.
+ *
  * ----------------------------------------------------------------------------
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
@@ -38,10 +45,10 @@
 extern int afork_alloc_slack_flags;   /* zmalloc.c, by way of afork_alloc.h */
 
 static struct {
-    pthread_mutex_t lock;
-    uint64_t start[SLACK_RANGES];
+    pthread_mutex_t lock;              /* the hook's, against itself */
+    uint64_t start[SLACK_RANGES];      /* read and written atomically */
     uint64_t end[SLACK_RANGES];
-    int ranges;
+    int ranges;                        /* published after the range */
     long long untracked;               /* mappings left in huge pages */
     int arena;                         /* -1: none */
 } slack = {.lock = PTHREAD_MUTEX_INITIALIZER, .arena = -1};
@@ -52,19 +59,25 @@ static extent_hooks_t slack_hooks;
 /* Record [a, b) as the arena's, joined to a range it touches. 0 when the
  * table is full. */
 static int recordRange(uint64_t a, uint64_t b) {
-    int recorded = 0;
+    int recorded = 0, n;
     pthread_mutex_lock(&slack.lock);
-    for (int j = 0; j < slack.ranges && !recorded; j++) {
-        if (slack.end[j] == a) slack.end[j] = b, recorded = 1;
-        else if (slack.start[j] == b) slack.start[j] = a, recorded = 1;
+    n = slack.ranges;
+    for (int j = 0; j < n && !recorded; j++) {
+        if (slack.end[j] == a) {
+            __atomic_store_n(&slack.end[j], b, __ATOMIC_RELEASE);
+            recorded = 1;
+        } else if (slack.start[j] == b) {
+            __atomic_store_n(&slack.start[j], a, __ATOMIC_RELEASE);
+            recorded = 1;
+        }
     }
-    if (!recorded && slack.ranges < SLACK_RANGES) {
-        slack.start[slack.ranges] = a;
-        slack.end[slack.ranges] = b;
-        slack.ranges++;
+    if (!recorded && n < SLACK_RANGES) {
+        __atomic_store_n(&slack.start[n], a, __ATOMIC_RELAXED);
+        __atomic_store_n(&slack.end[n], b, __ATOMIC_RELAXED);
+        __atomic_store_n(&slack.ranges, n + 1, __ATOMIC_RELEASE);
         recorded = 1;
     }
-    if (!recorded) slack.untracked++;
+    if (!recorded) __atomic_add_fetch(&slack.untracked, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&slack.lock);
     return recorded;
 }
@@ -106,11 +119,10 @@ int thpSlackSetup(void) {
 
 /* Does [start, end) overlap the arena's memory? */
 int thpSlackHolds(uint64_t start, uint64_t end) {
-    int holds = 0;
-    pthread_mutex_lock(&slack.lock);
-    for (int j = 0; j < slack.ranges && !holds; j++)
-        holds = start < slack.end[j] && slack.start[j] < end;
-    pthread_mutex_unlock(&slack.lock);
+    int n = __atomic_load_n(&slack.ranges, __ATOMIC_ACQUIRE), holds = 0;
+    for (int j = 0; j < n && !holds; j++)
+        holds = start < __atomic_load_n(&slack.end[j], __ATOMIC_ACQUIRE) &&
+                __atomic_load_n(&slack.start[j], __ATOMIC_ACQUIRE) < end;
     return holds;
 }
 
@@ -130,10 +142,8 @@ void thpSlackCounts(int *arena, long long *active, int *ranges, long long *untra
             je_mallctl("arenas.page", &page, &sz, NULL, 0) == 0)
             *active = (long long)(pactive * page);
     }
-    pthread_mutex_lock(&slack.lock);
-    *ranges = slack.ranges;
-    *untracked = slack.untracked;
-    pthread_mutex_unlock(&slack.lock);
+    *ranges = __atomic_load_n(&slack.ranges, __ATOMIC_ACQUIRE);
+    *untracked = __atomic_load_n(&slack.untracked, __ATOMIC_RELAXED);
 }
 
 #else
