@@ -23,12 +23,13 @@
  * range. A mapping that finds the table full is left in huge pages, as
  * without this file, and counted.
  *
- * Only the hook takes the table's lock, and jemalloc calls it with its own
- * locks held, which jemalloc's fork handler takes too: so no fork() ever
- * finds the lock held, and a child can map memory for the arena. Readers
- * (the collapse thread, INFO) take no lock: a range is written before the
- * count that publishes it, and a reader that misses a range just grown
- * sees it when it asks again.
+ * Only the hook takes the table's lock. Readers (the collapse thread,
+ * INFO) take none: a range is written before the count that publishes it,
+ * and a reader that misses a range just grown sees it when it asks again.
+ * jemalloc mostly calls the hook with a lock of its own held, which its
+ * fork handler takes too, but not on every path; a fork child re-creates
+ * the lock, so that it can map memory for the arena whatever another
+ * thread of the parent was doing.
  *
  * ----------------------------------------------------------------------------
  *
@@ -93,6 +94,12 @@ static void *slackAlloc(extent_hooks_t *hooks, void *new_addr, size_t size, size
     return p;
 }
 
+/* In a fork child: the lock may have been held by a thread that the child
+ * does not have. */
+static void slackForkChild(void) {
+    pthread_mutex_init(&slack.lock, NULL);
+}
+
 /* The heap is in huge pages: create the arena and route allocations to it.
  * 0 on success; -1 (logged) leaves every allocation where upstream puts it. */
 int thpSlackSetup(void) {
@@ -112,6 +119,7 @@ int thpSlackSetup(void) {
                               "stay in huge pages");
         return -1;
     }
+    pthread_atfork(NULL, NULL, slackForkChild);
     slack.arena = (int)ind;
     afork_alloc_slack_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
     return 0;
