@@ -11,8 +11,8 @@
  * arena's ranges, in 4 KiB pages on purpose, are skipped), at most
  * fork-thp-collapse-rate MB per second. Ranges with fewer than 7/8 of their
  * pages resident are left alone: collapsing them would fill the holes
- * jemalloc purged and grow RSS. Without MADV_COLLAPSE it stops and leaves
- * the work to khugepaged.
+ * jemalloc purged and grow RSS. Without MADV_COLLAPSE and PAGEMAP_SCAN
+ * it never starts and leaves the work to khugepaged.
  *
  * A collapse changes the memory map, so the thread never starts one while
  * a child lives or a fork quiet window is open (the main thread publishes
@@ -159,7 +159,6 @@ static void rateLimit(long long start_us, long long bytes) {
 typedef struct {
     long long start_us, bytes, huge_before, collapsed, max_usec;
     int host_waits;      /* fork-thp-collapse-warm waits so far */
-    int no_collapse;     /* MADV_COLLAPSE unsupported */
     int stopped;
 } passState;
 
@@ -172,7 +171,7 @@ static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
         p->stopped = 1;
         return;
     }
-    long long gen = thpTablesGeneration(), t0 = ustime();
+    long long t0 = ustime();
     int rc = madvise((void *)(uintptr_t)addr, THP_HUGE_SIZE, MADV_COLLAPSE);
     long long took = ustime() - t0;
     atomicIncr(counters.usec, took);
@@ -180,19 +179,17 @@ static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
     if (rc == 0) {
         atomicIncr(counters.ranges, 1);
         p->collapsed++;
-    } else if (errno == EINVAL && (thpTablesExplain(addr, gen) ||
-                                   thpSlackHolds(addr, addr + THP_HUGE_SIZE))) {
-        /* a keyspace table or the slack arena, in 4 KiB pages */
     } else if (errno == EINVAL && prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1) {
         /* A fork started after the gate opened, and the quiet save turned
          * huge pages off: the pass ends, the next one follows the child. */
         atomicIncr(counters.pauses, 1);
         p->stopped = 1;
-    } else if (errno == EINVAL) {
-        p->no_collapse = 1;
-    } else {
+    } else if (errno != EINVAL) {
         atomicIncr(counters.failures, 1);
     }
+    /* EINVAL otherwise: a range kept in 4 KiB pages on purpose (a table
+     * being rehashed into, afork_thp_tables.c). The kernel has
+     * MADV_COLLAPSE: the thread runs only where PAGEMAP_SCAN (6.7) works. */
     p->bytes += THP_HUGE_SIZE;
     rateLimit(p->start_us, p->bytes);
 }
@@ -230,7 +227,7 @@ static void collapsePass(int maps_fd, int pm) {
     atomicGet(pub.vma_size, size);
     int resize = size != cut_size;
     char *line = readMaps(maps_fd), *next;
-    for (; line && *line && !p.stopped && !p.no_collapse; line = next) {
+    for (; line && *line && !p.stopped; line = next) {
         uint64_t start, end;
         next = strchr(line, '\n');
         if (next) next++;
@@ -245,22 +242,17 @@ static void collapsePass(int maps_fd, int pm) {
         }
         uint64_t lo = (start + THP_HUGE_SIZE - 1) & ~(THP_HUGE_SIZE - 1);
         uint64_t hi = end & ~(THP_HUGE_SIZE - 1);
-        for (uint64_t a = lo; a < hi && !p.stopped && !p.no_collapse; a += THP_HUGE_SIZE) {
+        for (uint64_t a = lo; a < hi && !p.stopped; a += THP_HUGE_SIZE) {
             int resident, huge;
             if (scanRange(pm, a, &resident, &huge) == 0) collapseRange(a, resident, huge, &p);
         }
     }
-    if (!p.stopped && !p.no_collapse) cut_size = size;
+    if (!p.stopped) cut_size = size;
     atomicIncr(counters.passes, 1);
     atomicSet(counters.max_usec, p.max_usec);
     atomicSet(counters.huge_before, p.huge_before);
     atomicSet(counters.huge_after, p.huge_before + p.collapsed * (long long)THP_HUGE_SIZE);
-    setCollapseState(p.no_collapse ? "khugepaged-only" : "ready");
-    if (p.no_collapse) {
-        pthread_mutex_lock(&col.lock);
-        col.stop = 1;
-        pthread_mutex_unlock(&col.lock);
-    }
+    setCollapseState("ready");
 }
 
 static void *collapseMain(void *arg) {

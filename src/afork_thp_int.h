@@ -4,9 +4,9 @@
  * (afork_thp.h), and afork_thp.c calls the five files below it, declared
  * here. Calls go one way: afork_thp.c calls all five, the collapse thread
  * calls the heap's cut and the host's warm-up, handing them its gate and
- * its counters as arguments, and asks the tables and slack code whether a
- * range is theirs (held in 4 KiB pages); the heap, host, tables and slack
- * code call nothing of fork-thp themselves.
+ * its counters as arguments, and asks the slack code which ranges are
+ * its own (in 4 KiB pages, skipped); the heap, host, tables and slack code
+ * call nothing of fork-thp themselves.
  *
  *   afork_thp.c            the settings, the entry points, INFO
  *   afork_thp_heap.c       the heap in huge pages (re-exec, fork-thp auto's
@@ -73,12 +73,10 @@ int thpHostWaitQuick(int warm, int *pass_waits, thpGateFn *gate, thpCounters *c)
 /* afork_thp_tables.c */
 void thpTablesHold(const void *table, size_t bytes);
 void thpTablesRelease(const void *table, size_t bytes);
-long long thpTablesGeneration(void);
-int thpTablesExplain(uint64_t addr, long long gen);
 void thpTablesCounts(int *held, long long *holds, long long *full);
 
 /* afork_thp_slack.c */
-int thpSlackSetup(void);
+void thpSlackSetup(void);
 int thpSlackHolds(uint64_t start, uint64_t end);
 void thpSlackCounts(int *arena, long long *active, int *ranges, long long *untracked);
 

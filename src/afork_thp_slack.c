@@ -16,8 +16,8 @@
  *
  * The arena uses jemalloc's own extent hooks, except that each new mapping
  * is recorded and advised MADV_NOHUGEPAGE, in that order. The collapse
- * thread skips the recorded ranges (MADV_COLLAPSE refuses an nh range with
- * EINVAL, which it would otherwise take for a kernel without collapse).
+ * thread skips the recorded ranges instead of scanning them (MADV_COLLAPSE
+ * would refuse each one).
  * jemalloc retains what it maps (opt.retain, the Linux default), so a range
  * once recorded stays the arena's; adjacent mappings are recorded as one
  * range. A mapping that finds the table full is left in huge pages, as
@@ -101,14 +101,14 @@ static void slackForkChild(void) {
 }
 
 /* The heap is in huge pages: create the arena and route allocations to it.
- * 0 on success; -1 (logged) leaves every allocation where upstream puts it. */
-int thpSlackSetup(void) {
+ * On failure (logged) every allocation stays where upstream puts it. */
+void thpSlackSetup(void) {
     unsigned ind;
     size_t sz = sizeof(default_hooks);
     if (je_mallctl("arena.0.extent_hooks", &default_hooks, &sz, NULL, 0) != 0) {
         serverLog(LL_WARNING, "fork-thp: cannot read jemalloc's extent hooks; large values "
                               "stay in huge pages");
-        return -1;
+        return;
     }
     slack_hooks = *default_hooks;
     slack_hooks.alloc = slackAlloc;
@@ -117,12 +117,11 @@ int thpSlackSetup(void) {
     if (je_mallctl("arenas.create", &ind, &sz, &hooks, sizeof(hooks)) != 0) {
         serverLog(LL_WARNING, "fork-thp: cannot create jemalloc's slack arena; large values "
                               "stay in huge pages");
-        return -1;
+        return;
     }
     pthread_atfork(NULL, NULL, slackForkChild);
     slack.arena = (int)ind;
     afork_alloc_slack_flags = MALLOCX_ARENA(ind) | MALLOCX_TCACHE_NONE;
-    return 0;
 }
 
 /* Does [start, end) overlap the arena's memory? */
@@ -156,8 +155,7 @@ void thpSlackCounts(int *arena, long long *active, int *ranges, long long *untra
 
 #else
 
-int thpSlackSetup(void) {
-    return -1;
+void thpSlackSetup(void) {
 }
 
 int thpSlackHolds(uint64_t start, uint64_t end) {

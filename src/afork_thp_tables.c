@@ -24,10 +24,8 @@
  * next child, as split pages are). Until then the next fork copies its
  * page-table entries, one per 4 KiB.
  *
- * The collapse thread must not mistake a held table for a kernel without
- * MADV_COLLAPSE (the kernel refuses MADV_COLLAPSE with EINVAL on a
- * MADV_NOHUGEPAGE range): it asks thpTablesExplain() whether a refusal
- * came from a table held now or held or released meanwhile.
+ * The kernel refuses MADV_COLLAPSE with EINVAL on a held table (a
+ * MADV_NOHUGEPAGE range); the collapse thread skips such ranges.
  *
  * The ranges held are kept in a small fixed array (no allocation: this runs
  * inside dict code, and a lazy free's bio thread ends dicts too); a table
@@ -52,7 +50,6 @@ static struct {
     int held;                         /* fork_thp_tables_held */
     long long holds;                  /* fork_thp_tables_held_total */
     long long full;                   /* tables left in huge pages: no slot */
-    redisAtomic long long gen;        /* +1 on every hold and release */
 } tables = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The whole huge pages inside [table, table + bytes); 0 if none. */
@@ -76,7 +73,6 @@ void thpTablesHold(const void *table, size_t bytes) {
         tables.end[slot] = end;
         tables.held++;
         tables.holds++;
-        atomicIncr(tables.gen, 1);
     } else {
         tables.full++;
     }
@@ -96,34 +92,11 @@ void thpTablesRelease(const void *table, size_t bytes) {
         if (tables.start[j] == start && tables.end[j] == end) slot = j;
     pthread_mutex_unlock(&tables.lock);
     if (slot < 0) return;
-    /* Huge again before the slot is freed: a collapse refused meanwhile
-     * still finds the range held, or the generation moved. */
     madvise((void *)(uintptr_t)start, end - start, MADV_HUGEPAGE);
     pthread_mutex_lock(&tables.lock);
     tables.start[slot] = tables.end[slot] = 0;
     tables.held--;
-    atomicIncr(tables.gen, 1);
     pthread_mutex_unlock(&tables.lock);
-}
-
-/* The collapse thread: the generation before a collapse. */
-long long thpTablesGeneration(void) {
-    long long gen;
-    atomicGet(tables.gen, gen);
-    return gen;
-}
-
-/* The collapse thread: MADV_COLLAPSE of the huge page at addr was refused
- * with EINVAL; 1 if a held table explains it (held now, or a hold or a
- * release since gen). */
-int thpTablesExplain(uint64_t addr, long long gen) {
-    int held = 0;
-    if (thpTablesGeneration() != gen) return 1;
-    pthread_mutex_lock(&tables.lock);
-    for (int j = 0; j < TABLE_SLOTS && !held; j++)
-        held = tables.start[j] && addr >= tables.start[j] && addr < tables.end[j];
-    pthread_mutex_unlock(&tables.lock);
-    return held;
 }
 
 /* INFO fork. */
