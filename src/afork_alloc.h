@@ -15,8 +15,13 @@
  * Only a size above SLACK_MIN_SIZE can leave a whole page: below it the
  * size classes are at most a page apart. The others cost one comparison.
  *
- * Included by zmalloc.c only, which thereby defines afork_alloc_slack_flags:
- * redis-cli and redis-benchmark link zmalloc.o without the server's files.
+ * Included by zmalloc.c only, after its allocator macros, which thereby
+ * defines afork_alloc_slack_flags (redis-cli and redis-benchmark link
+ * zmalloc.o without the server's files). With Redis's own jemalloc it
+ * redefines zmalloc.c's malloc, calloc and realloc to the functions below;
+ * with any other allocator (libc, tcmalloc, a system jemalloc without the
+ * je_ prefix) it does nothing. The hook in zmalloc.c is this one include,
+ * away from the macros themselves, which distributions patch.
  *
  * ----------------------------------------------------------------------------
  *
@@ -24,6 +29,8 @@
 
 #ifndef AFORK_ALLOC_H
 #define AFORK_ALLOC_H
+
+#if defined(USE_JEMALLOC) && !defined(USE_SYSTEM_JEMALLOC)
 
 #include <stddef.h>
 #include <stdint.h>
@@ -62,4 +69,12 @@ static inline void *aforkRealloc(void *ptr, size_t size) {
     return flags ? je_rallocx(ptr, size, flags) : je_realloc(ptr, size);
 }
 
+#undef malloc
+#undef calloc
+#undef realloc
+#define malloc(size) aforkMalloc(size)
+#define calloc(count,size) aforkCalloc(count,size)
+#define realloc(ptr,size) aforkRealloc(ptr,size)
+
+#endif /* USE_JEMALLOC && !USE_SYSTEM_JEMALLOC */
 #endif

@@ -41,7 +41,8 @@
 
 #define SLACK_RANGES 256   /* jemalloc grows an arena's mappings geometrically */
 
-#if defined(USE_JEMALLOC)
+/* zmalloc.c routes allocations here only with Redis's own jemalloc. */
+#if defined(USE_JEMALLOC) && !defined(USE_SYSTEM_JEMALLOC)
 
 extern int afork_alloc_slack_flags;   /* zmalloc.c, by way of afork_alloc.h */
 
