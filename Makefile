@@ -67,6 +67,9 @@ patches:
 # Fail when patches/ and the build tree disagree.
 check-patches:
 	@upstream/tree.sh check $(TREE) && echo "patches/ and $(TREE) agree."
+	@. upstream/pin; if [ -f "$${AFORK_CACHE:-upstream/cache}/$$DEBIAN_TARBALL" ]; then \
+	    contrib/debian/build.sh --check-series; \
+	else echo "check-patches: $$DEBIAN_TARBALL not fetched yet; make deb checks the series over Debian's."; fi
 
 # Move to another upstream release: make rebase REDIS_VERSION=X (docs/contributing.md,
 # "Moving to a new Redis"). On the command line REDIS_VERSION overrides the

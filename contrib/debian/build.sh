@@ -3,6 +3,11 @@
 # from the Debian source package the build tree comes from (upstream/pin).
 #
 #   contrib/debian/build.sh [OUTDIR]     (default: build/deb)
+#   contrib/debian/build.sh --check-series
+#       only apply the whole series (Debian's patches, then ours) to the
+#       orig tarball in a temporary directory, with no fuzz, as dpkg-source
+#       does; fail naming the first patch that does not apply (make
+#       check-patches runs this when the Debian tarball is in the cache).
 #
 # OUTDIR/redis-8.0.6/ is Debian's source package (the orig tarball and
 # debian/ of upstream/pin) with:
@@ -25,7 +30,14 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/upstream/pin"
 cache=$(realpath -m "${AFORK_CACHE:-$top/upstream/cache}")
-out=$(realpath -m "${1:-$top/build/deb}")
+check_series=0
+if [ "${1:-}" = --check-series ]; then
+    check_series=1
+    out=$(mktemp -d "${TMPDIR:-/tmp}/afork-series.XXXXXX")
+    trap 'rm -rf "$out"' EXIT
+else
+    out=$(realpath -m "${1:-$top/build/deb}")
+fi
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 # Bump for each release of the packages made from the same Debian version.
@@ -42,8 +54,10 @@ die() {
     exit 1
 }
 
-"$top/utils/install-deps.sh" --check deb
-"$top/upstream/fetch.sh"
+if [ "$check_series" = 0 ]; then
+    "$top/utils/install-deps.sh" --check deb
+    "$top/upstream/fetch.sh"
+fi
 
 rm -rf "$out" && mkdir -p "$out"
 src=$out/redis-$REDIS_VERSION
@@ -85,6 +99,18 @@ for name in $(series_names "$top/patches/series"); do
     cp "$top/patches/$name" "$pdir/"
     echo "afork/$name" >>"$src/debian/patches/series"
 done
+
+# Every patch of the series in order, with no fuzz (dpkg-source's rule).
+if [ "$check_series" = 1 ]; then
+    for name in $(series_names "$src/debian/patches/series"); do
+        patch -d "$src" -p1 -s -F0 -N --no-backup-if-mismatch -r - \
+            <"$src/debian/patches/$name" >/dev/null ||
+            die "$name does not apply after the patches before it in Debian's series" \
+                "(Debian $DEB_VERSION's, then ours): move its hunks off the lines Debian's patches change."
+    done
+    echo "contrib/debian/build: the series applies over Debian $DEB_VERSION's patches."
+    exit 0
+fi
 
 # The changelog entry, dated like the checkout's last commit (reproducible).
 date=$(git -C "$top" log -1 --format=%aD 2>/dev/null || date -R)
