@@ -129,6 +129,10 @@ def add_growth_args(p):
     g.add_argument("--many-mb", type=float, default=100, help="many: each server's data (MB)")
     g.add_argument("--churn-batch", type=int, default=1000,
                    help="churn: keys deleted or written per Lua call")
+    g.add_argument("--churn-value-size", type=int, default=512,
+                   help="churn: the size of the values written again (bytes); another size "
+                        "class than --value-size's leaves the survivors' pages part empty, "
+                        "which is what activedefrag compacts")
     g.add_argument("--defrag-seconds", type=float, default=30,
                    help="churn: how long activedefrag runs")
     g.add_argument("--large-values", default="131072 1048576",
@@ -155,7 +159,7 @@ def check_growth_args(p, a):
     if not a.large_values or any(v < 1 for v in a.large_values):
         p.error("--large-values: give one or more sizes of 1 byte or more")
     for name in ("fill_clients", "fill_pipeline", "many_servers", "churn_batch",
-                 "large_pipeline"):
+                 "churn_value_size", "large_pipeline"):
         if getattr(a, name) < 1:
             p.error("--%s: give 1 or more" % name.replace("_", "-"))
     for name in ("fill_requests", "small_mb", "many_mb", "maxmemory_keyspace"):

@@ -50,6 +50,15 @@ def meminfo(field):
     raise RuntimeError("no %s in /proc/meminfo" % field)
 
 
+def host_used():
+    """Bytes of this machine's memory in use, as free(1) counts them (neither
+    free nor page cache). Unlike a process's RSS, it includes the huge pages
+    a process unmapped only partly, which the kernel keeps whole until it
+    splits them under memory pressure."""
+    total = meminfo("MemTotal")
+    return total - sum(meminfo(f) for f in ("MemFree", "Buffers", "Cached", "SReclaimable"))
+
+
 def loadavg():
     return [float(x) for x in read("/proc/loadavg", "0 0 0").split()[:3]]
 

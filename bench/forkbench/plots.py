@@ -278,7 +278,7 @@ def fill_vs_size(outdir, res):
 
 # The shapes' figures in shapes_vs_stock.png: memory, then the probe.
 SHAPE_MEMORY = ["small_empty_rss_mb", "small_rss_mb", "many_rss_mb", "churn_rss_mb",
-                "churn_defrag_rss_mb", "maxmem_peak_rss_mb"]
+                "churn_defrag_rss_mb", "churn_defrag_host_used_mb", "maxmem_peak_rss_mb"]
 SHAPE_STALLS = ["churn_max_ping_ms", "churn_ping_p99_ms", "maxmem_max_ping_ms",
                 "maxmem_ping_p99_ms"]
 

@@ -80,7 +80,8 @@ def growth_record(args):
         rec["fragment_max_gb"] = args.fragment_max_gb
     if args.scenario == "shapes":
         rec.update({k: getattr(args, k) for k in (
-            "shapes", "small_mb", "many_servers", "many_mb", "churn_batch", "defrag_seconds",
+            "shapes", "small_mb", "many_servers", "many_mb", "churn_batch", "churn_value_size",
+            "defrag_seconds",
             "large_values", "large_pipeline", "save_lead_seconds", "maxmemory_keyspace",
             "maxmemory_seconds")})
     return rec

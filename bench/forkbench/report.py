@@ -160,7 +160,8 @@ def shape_labels():
     (large_labels, one block per value size)."""
     mem = lambda p, what: [(p + "rss_mb", "%s: RSS (MB)" % what),  # noqa: E731
                            (p + "used_memory_mb", "%s: used_memory (MB)" % what),
-                           (p + "frag_ratio", "%s: fragmentation ratio" % what)]
+                           (p + "frag_ratio", "%s: fragmentation ratio" % what),
+                           (p + "host_used_mb", "%s: memory the host lost (MB)" % what)]
     return ([("small_empty_rss_mb", "small: RSS of an empty server (MB)"),
              ("small_rss_mb", "small: RSS with its data (MB)"),
              ("small_used_memory_mb", "small: used_memory with its data (MB)")]
@@ -170,7 +171,7 @@ def shape_labels():
                ("many_rss_per_server_mb", "many: RSS per server (MB)")]
             + thp_labels("many_", "many: ")
             + mem("churn_before_", "churn: before")
-            + [("churn_s", "churn: delete 2 of 3 keys and write them again (s)")]
+            + [("churn_s", "churn: delete 2 of 3 keys and write them again, resized (s)")]
             + probe_labels("churn_", "churn") + mem("churn_", "churn: after")
             + probe_labels("churn_defrag_", "activedefrag")
             + mem("churn_defrag_", "churn: after activedefrag")
@@ -198,6 +199,7 @@ def large_labels(name):
             + [(p + "rss_mb", "%s: RSS after the fill (MB)" % what),
                (p + "used_memory_mb", "%s: used_memory after the fill (MB)" % what),
                (p + "frag_ratio", "%s: fragmentation ratio after the fill" % what),
+               (p + "host_used_mb", "%s: memory the host lost after the fill (MB)" % what),
                (p + "anon_huge_mb", "%s: anonymous huge pages after the fill (MB)" % what),
                (p + "save_fork_ms", "%s: BGSAVE under writes, fork (ms)" % what),
                (p + "save_s", "%s: BGSAVE under writes, save time (s)" % what),
@@ -517,10 +519,12 @@ def growth_lines(res):
                      "(forkbench.fragment)%s" % (", at most %g GB" % cap if cap else ""))
     if m.get("scenario") == "shapes":
         lines.append("- shapes %s: small %g MB; many %d x %g MB; churn in batches of %d, "
-                     "activedefrag %g s; large values %s (-P %d, BGSAVE after %g s of "
-                     "writes); maxmemory keyspace %gx, %g s at the limit"
+                     "values written again as %s bytes, activedefrag %g s; large values %s "
+                     "(-P %d, BGSAVE after %g s of writes); maxmemory keyspace %gx, %g s at "
+                     "the limit"
                      % (" ".join(g["shapes"]), g["small_mb"], g["many_servers"], g["many_mb"],
-                        g["churn_batch"], g["defrag_seconds"],
+                        g["churn_batch"], g.get("churn_value_size", "the same"),
+                        g["defrag_seconds"],
                         " ".join(str(v) for v in g["large_values"]), g["large_pipeline"],
                         g["save_lead_seconds"], g["maxmemory_keyspace"],
                         g["maxmemory_seconds"]))

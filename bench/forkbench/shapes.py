@@ -9,11 +9,13 @@ shape of --shapes on fresh servers of that variant, one after the other
   many      --many-servers (8) servers of --many-mb (100) each on this
             host: their total RSS empty and filled;
   churn     a server filled to the size (the fork scenario's keys), 2 of
-            every 3 keys deleted, then written again (Lua, --churn-batch
-            keys a call), the PING probe beside it; then activedefrag yes
-            for --defrag-seconds (30): RSS and fragmentation after the
-            churn and after the defrag, the probe's worst, p99.9 and p99
-            during both;
+            every 3 keys deleted, then written again with values of
+            --churn-value-size (512) bytes (Lua, --churn-batch keys a call):
+            the survivors leave their pages part empty, as a workload whose
+            values change size does; the PING probe beside it; then
+            activedefrag yes for --defrag-seconds (30): RSS, fragmentation
+            and the memory the host lost after the churn and after the
+            defrag, the probe's worst, p99.9 and p99 during both;
   large     per value size of --large-values (128 KB and 1 MB): an empty
             server filled to the size by redis-benchmark (the fill's
             command, --large-pipeline 1), then a BGSAVE under the same
@@ -31,6 +33,7 @@ No shape but large forks (checked). Figures are prefixed by the shape
 import shutil
 import time
 
+from .machine import host_used
 from .growth import (ProbedLoad, fill, fill_cmd, keys_for_size, no_forks, per_key_bytes,
                      prefixed, probe_figures, rss_mb, anon_huge_mb, server_thp)
 from .load import live_rates, start_probe, stop_probe, window_rps
@@ -136,7 +139,8 @@ def shape_many(run, args, say, tag, fig):
 
 
 def churn(srv, keys, batch, value_size):
-    """Delete 2 of every 3 keys, then write them again, `batch` keys a call."""
+    """Delete 2 of every 3 keys, then write them again with values of
+    value_size bytes, `batch` keys a call."""
     sha = srv.conn.call("SCRIPT", "LOAD", CHURN_LUA)
     for op in ("del", "set"):
         for first in range(0, keys, batch):
@@ -144,30 +148,35 @@ def churn(srv, keys, batch, value_size):
                           value_size)
 
 
-def memory_state(srv):
+def memory_state(srv, host_base):
+    """RSS, used_memory, fragmentation, and the host's memory in use since
+    host_base (machine.host_used() before the server started)."""
     mem = srv.info("memory")
-    out = {"rss_mb": rss_mb(srv), "used_memory_mb": int(mem["used_memory"]) / MIB}
+    out = {"rss_mb": rss_mb(srv), "used_memory_mb": int(mem["used_memory"]) / MIB,
+           "host_used_mb": (host_used() - host_base) / MIB}
     if "mem_fragmentation_ratio" in mem:
         out["frag_ratio"] = float(mem["mem_fragmentation_ratio"])
     return out
 
 
 def shape_churn(run, args, say, tag, fig):
+    host_base = host_used()
     with Servers(run.variant, args) as s:
         srv = s.start()
         say("churn: populate")
         keys = populate(srv, run.size, args.value_size, args.keys_by_size.get(run.size))
         args.keys_by_size.setdefault(run.size, keys)
         fig["keys"] = keys
-        fig.update(prefixed("churn_before_", memory_state(srv)))
+        fig.update(prefixed("churn_before_", memory_state(srv, host_base)))
         path = "%s/probe_%s_churn.csv.gz" % (args.out, tag)
         probe = start_probe(srv.port, path)
         try:
-            say("churn: delete 2 of every 3 keys, write them again")
+            say("churn: delete 2 of every 3 keys, write them again as %d bytes"
+                % args.churn_value_size)
             t0 = time.time()
-            churn(srv, keys, args.churn_batch, args.value_size)
+            churn(srv, keys, args.churn_batch, args.churn_value_size)
             t1 = time.time()
-            fig.update(prefixed("churn_", memory_state(srv)))
+            fig.update(prefixed("churn_", memory_state(srv, host_base)))
             hits = int(srv.info("stats").get("active_defrag_hits", 0))
             try:
                 srv.conn.call("CONFIG", "SET", "activedefrag", "yes")
@@ -181,7 +190,7 @@ def shape_churn(run, args, say, tag, fig):
         fig["churn_s"] = t1 - t0
         fig.update(prefixed("churn_", probe_figures(samples, t0, t1)))
         fig.update(prefixed("churn_defrag_", probe_figures(samples, t1, t2)))
-        fig.update(prefixed("churn_defrag_", memory_state(srv)))
+        fig.update(prefixed("churn_defrag_", memory_state(srv, host_base)))
         fig["churn_defrag_hits"] = int(srv.info("stats").get("active_defrag_hits", 0)) - hits
         server_thp(srv, args, run, fig, "churn_")
         no_forks(srv, "the churn shape")
@@ -225,6 +234,7 @@ def shape_large(run, args, say, tag, fig):
     for value_size in args.large_values:
         name = "large" + value_name(value_size)
         keyspace = large_keyspace(args, run.size, value_size)
+        host_base = host_used()
         with Servers(run.variant, args) as s:
             srv = s.start()
             say("%s: fill, -r %d -d %d" % (name, keyspace, value_size))
@@ -232,7 +242,7 @@ def shape_large(run, args, say, tag, fig):
                        pipeline=args.large_pipeline)
             no_forks(srv, "the %s fill" % name)
             fig.update(prefixed(name + "_fill_", got))
-            fig.update(prefixed(name + "_", memory_state(srv)))
+            fig.update(prefixed(name + "_", memory_state(srv, host_base)))
             huge = anon_huge_mb(srv)
             if huge is not None:
                 fig[name + "_anon_huge_mb"] = huge
@@ -259,6 +269,7 @@ def shape_maxmemory(run, args, say, tag, fig):
     keyspace = max(1, int(args.maxmemory_keyspace * limit
                           / per_key_bytes(args, args.value_size)))
     config = ["--maxmemory", str(limit), "--maxmemory-policy", "allkeys-lru"]
+    host_base = host_used()
     with Servers(run.variant, args, config) as s:
         srv = s.start()
         say("maxmemory: writes over %d keys to the limit, then %gs at it"
@@ -289,7 +300,7 @@ def shape_maxmemory(run, args, say, tag, fig):
         got = limit_figures(samples, live, pl.bench.t_start, t_limit, pl.bench.t_end)
         fig.update(prefixed("maxmem_", got))
         fig["maxmem_evicted_keys"] = int(srv.info("stats")["evicted_keys"])
-        fig.update(prefixed("maxmem_", memory_state(srv)))
+        fig.update(prefixed("maxmem_", memory_state(srv, host_base)))
         fig["maxmem_peak_rss_mb"] = srv.peak_rss() / MIB
         fig["maxmem_rss_vs_maxmemory"] = srv.peak_rss() / limit
         server_thp(srv, args, run, fig, "maxmem_")

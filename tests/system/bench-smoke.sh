@@ -421,6 +421,7 @@ for v in ("stock", "afork-thp-collapse"):
 raw = rows("shapes")
 shape_need = ["small_empty_rss_mb", "small_rss_mb", "many_empty_rss_mb", "many_rss_mb",
               "keys", "churn_before_rss_mb", "churn_rss_mb", "churn_defrag_rss_mb",
+              "churn_host_used_mb", "churn_defrag_host_used_mb",
               "churn_max_ping_ms", "churn_ping_p99_ms", "churn_defrag_max_ping_ms",
               "churn_defrag_hits", "maxmem_max_ping_ms", "maxmem_ping_p99_ms",
               "maxmem_fill_max_ping_ms", "maxmem_evicted_keys", "maxmem_peak_rss_mb",
