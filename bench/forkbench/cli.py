@@ -133,8 +133,8 @@ def add_growth_args(p):
                    help="churn: the size of the values written again (bytes); another size "
                         "class than --value-size's leaves the survivors' pages part empty, "
                         "which is what activedefrag compacts")
-    g.add_argument("--defrag-seconds", type=float, default=30,
-                   help="churn: how long activedefrag runs")
+    g.add_argument("--defrag-seconds", type=float, default=300,
+                   help="churn: how long activedefrag may run before the shape stops it")
     g.add_argument("--large-values", default="131072 1048576",
                    help="large: value sizes (bytes)")
     g.add_argument("--large-pipeline", type=int, default=1,

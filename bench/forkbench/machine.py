@@ -59,6 +59,20 @@ def host_used():
     return total - sum(meminfo(f) for f in ("MemFree", "Buffers", "Cached", "SReclaimable"))
 
 
+def settled_host_used(timeout=10.0, tolerance=8 << 20):
+    """host_used() once two reads half a second apart agree within
+    tolerance (a server that just exited may still be handing its memory
+    back), or the last read after timeout seconds."""
+    last, deadline = host_used(), time.time() + timeout
+    while time.time() < deadline:
+        time.sleep(0.5)
+        now = host_used()
+        if abs(now - last) <= tolerance:
+            return now
+        last = now
+    return last
+
+
 def loadavg():
     return [float(x) for x in read("/proc/loadavg", "0 0 0").split()[:3]]
 

@@ -175,7 +175,9 @@ def shape_labels():
             + probe_labels("churn_", "churn") + mem("churn_", "churn: after")
             + probe_labels("churn_defrag_", "activedefrag")
             + mem("churn_defrag_", "churn: after activedefrag")
-            + [("churn_defrag_hits", "activedefrag: hits")]
+            + [("churn_defrag_s", "activedefrag: time until it stopped (s)"),
+               ("churn_defrag_hits", "activedefrag: hits"),
+               ("churn_defrag_running", "activedefrag: still running at the end (its CPU %)")]
             + thp_labels("churn_", "churn: ")
             + probe_labels("maxmem_fill_", "maxmemory: to the limit")
             + probe_labels("maxmem_", "maxmemory: at the limit")
@@ -519,7 +521,7 @@ def growth_lines(res):
                      "(forkbench.fragment)%s" % (", at most %g GB" % cap if cap else ""))
     if m.get("scenario") == "shapes":
         lines.append("- shapes %s: small %g MB; many %d x %g MB; churn in batches of %d, "
-                     "values written again as %s bytes, activedefrag %g s; large values %s "
+                     "values written again as %s bytes, activedefrag for at most %g s; large values %s "
                      "(-P %d, BGSAVE after %g s of writes); maxmemory keyspace %gx, %g s at "
                      "the limit"
                      % (" ".join(g["shapes"]), g["small_mb"], g["many_servers"], g["many_mb"],

@@ -13,7 +13,8 @@ shape of --shapes on fresh servers of that variant, one after the other
             --churn-value-size (512) bytes (Lua, --churn-batch keys a call):
             the survivors leave their pages part empty, as a workload whose
             values change size does; the PING probe beside it; then
-            activedefrag yes for --defrag-seconds (30): RSS, fragmentation
+            activedefrag yes until it stops, at most --defrag-seconds
+            (300): how long it ran, RSS, fragmentation
             and the memory the host lost after the churn and after the
             defrag, the probe's worst, p99.9 and p99 during both;
   large     per value size of --large-values (128 KB and 1 MB): an empty
@@ -33,7 +34,7 @@ No shape but large forks (checked). Figures are prefixed by the shape
 import shutil
 import time
 
-from .machine import host_used
+from .machine import host_used, settled_host_used
 from .growth import (ProbedLoad, fill, fill_cmd, keys_for_size, no_forks, per_key_bytes,
                      prefixed, probe_figures, rss_mb, anon_huge_mb, server_thp)
 from .load import live_rates, start_probe, stop_probe, window_rps
@@ -159,8 +160,22 @@ def memory_state(srv, host_base):
     return out
 
 
+def defrag_until_done(srv, deadline, start_s=5.0):
+    """Wait until activedefrag has run and stopped (INFO's
+    active_defrag_running back to 0), it has not started within start_s,
+    or the deadline; the time it ended."""
+    started, t_start = False, time.time()
+    while time.time() < deadline:
+        running = int(srv.info("memory").get("active_defrag_running", 0)) > 0
+        started = started or running
+        if (started and not running) or (not started and time.time() - t_start > start_s):
+            break
+        time.sleep(POLL_S)
+    return time.time()
+
+
 def shape_churn(run, args, say, tag, fig):
-    host_base = host_used()
+    host_base = settled_host_used()
     with Servers(run.variant, args) as s:
         srv = s.start()
         say("churn: populate")
@@ -182,16 +197,17 @@ def shape_churn(run, args, say, tag, fig):
                 srv.conn.call("CONFIG", "SET", "activedefrag", "yes")
             except Exception as e:  # noqa: BLE001 -- the server's reply, said as is
                 raise RuntimeError("CONFIG SET activedefrag yes: %s" % e)
-            say("churn: activedefrag yes for %gs" % args.defrag_seconds)
-            time.sleep(args.defrag_seconds)
-            t2 = time.time()
+            say("churn: activedefrag yes, until it stops (at most %gs)" % args.defrag_seconds)
+            t2 = defrag_until_done(srv, t1 + args.defrag_seconds)
         finally:
             samples = stop_probe(probe, path)
         fig["churn_s"] = t1 - t0
         fig.update(prefixed("churn_", probe_figures(samples, t0, t1)))
         fig.update(prefixed("churn_defrag_", probe_figures(samples, t1, t2)))
         fig.update(prefixed("churn_defrag_", memory_state(srv, host_base)))
+        fig["churn_defrag_s"] = t2 - t1
         fig["churn_defrag_hits"] = int(srv.info("stats").get("active_defrag_hits", 0)) - hits
+        fig["churn_defrag_running"] = int(srv.info("memory").get("active_defrag_running", 0))
         server_thp(srv, args, run, fig, "churn_")
         no_forks(srv, "the churn shape")
 
@@ -234,7 +250,7 @@ def shape_large(run, args, say, tag, fig):
     for value_size in args.large_values:
         name = "large" + value_name(value_size)
         keyspace = large_keyspace(args, run.size, value_size)
-        host_base = host_used()
+        host_base = settled_host_used()
         with Servers(run.variant, args) as s:
             srv = s.start()
             say("%s: fill, -r %d -d %d" % (name, keyspace, value_size))
@@ -269,7 +285,7 @@ def shape_maxmemory(run, args, say, tag, fig):
     keyspace = max(1, int(args.maxmemory_keyspace * limit
                           / per_key_bytes(args, args.value_size)))
     config = ["--maxmemory", str(limit), "--maxmemory-policy", "allkeys-lru"]
-    host_base = host_used()
+    host_base = settled_host_used()
     with Servers(run.variant, args, config) as s:
         srv = s.start()
         say("maxmemory: writes over %d keys to the limit, then %gs at it"

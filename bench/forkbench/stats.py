@@ -148,7 +148,8 @@ def direction(metric):
 # fragmenter's, how many keys the fill or the eviction left, and how many
 # round trips (a longer fill makes more; the rate, ping_per_s, compares).
 GROWTH_DESCRIBES = ("_vm_", "fork_thp_on", "fork_thp_tables_", "fragment_", "free_2m_",
-                    "anon_huge_mb", "_dbsize", "evicted_keys", "defrag_hits", "ping_count",
+                    "anon_huge_mb", "_dbsize", "evicted_keys", "defrag_hits", "defrag_running",
+                    "ping_count",
                     "at_limit_s")
 
 

@@ -421,7 +421,7 @@ for v in ("stock", "afork-thp-collapse"):
 raw = rows("shapes")
 shape_need = ["small_empty_rss_mb", "small_rss_mb", "many_empty_rss_mb", "many_rss_mb",
               "keys", "churn_before_rss_mb", "churn_rss_mb", "churn_defrag_rss_mb",
-              "churn_host_used_mb", "churn_defrag_host_used_mb",
+              "churn_host_used_mb", "churn_defrag_host_used_mb", "churn_defrag_s",
               "churn_max_ping_ms", "churn_ping_p99_ms", "churn_defrag_max_ping_ms",
               "churn_defrag_hits", "maxmem_max_ping_ms", "maxmem_ping_p99_ms",
               "maxmem_fill_max_ping_ms", "maxmem_evicted_keys", "maxmem_peak_rss_mb",
@@ -480,7 +480,7 @@ fi
 # Fragmenting all but a tenth of what the servers would need: refused up
 # front, the share it could fragment said.
 avail_gb=$(awk '/^MemAvailable:/ { print $2 / 1048576 }' /proc/meminfo)
-frag_size=$(python3 -c "print(round(0.9 * ($avail_gb - 0.5) / 1.3, 2))")
+frag_size=$(python3 -c "print('%g' % round(0.9 * ($avail_gb - 0.5) / 1.3, 2))")   # as the bench says it
 expect_fail "bench refuses to fragment when the servers would be left too little" \
     "fill-fragmented at $frag_size GB: the servers need .* only [0-9]+% of the free memory" \
     "$top/bench/run.sh" --scenario fill-fragmented --sizes "$frag_size" --variants stock \
