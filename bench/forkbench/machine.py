@@ -59,18 +59,31 @@ def host_used():
     return total - sum(meminfo(f) for f in ("MemFree", "Buffers", "Cached", "SReclaimable"))
 
 
-def settled_host_used(timeout=10.0, tolerance=8 << 20):
-    """host_used() once two reads half a second apart agree within
-    tolerance (a server that just exited may still be handing its memory
-    back), or the last read after timeout seconds."""
-    last, deadline = host_used(), time.time() + timeout
+PARTLY_MAPPED = "/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/stats/nr_anon_partially_mapped"
+
+
+def partly_mapped_huge():
+    """Bytes of anonymous 2 MiB huge pages mapped only in part, machine-wide
+    (Linux 6.11+; None before): a process freed some of their 4 KiB pages
+    (munmap, MADV_DONTNEED), which leaves its RSS, but the huge page stays
+    whole, and in use, until memory pressure makes the kernel split it."""
+    v = read(PARTLY_MAPPED, "")
+    return int(v) * 2 * MIB if v.isdigit() else None
+
+
+def settled_host_used(steady=3.0, timeout=20.0, tolerance=8 << 20):
+    """host_used() once it has stayed within tolerance for `steady` seconds
+    (a server that just exited may still be handing its memory back, and a
+    VM's free page reporting takes freed blocks off the free lists for a
+    while), or the last read after timeout seconds."""
+    reads, deadline = [host_used()], time.time() + timeout
     while time.time() < deadline:
         time.sleep(0.5)
-        now = host_used()
-        if abs(now - last) <= tolerance:
-            return now
-        last = now
-    return last
+        reads.append(host_used())
+        recent = reads[-int(steady / 0.5) - 1:]
+        if len(recent) > steady / 0.5 and max(recent) - min(recent) <= tolerance:
+            return recent[-1]
+    return reads[-1]
 
 
 def loadavg():

@@ -34,7 +34,7 @@ No shape but large forks (checked). Figures are prefixed by the shape
 import shutil
 import time
 
-from .machine import host_used, settled_host_used
+from .machine import host_used, partly_mapped_huge, settled_host_used
 from .growth import (ProbedLoad, fill, fill_cmd, keys_for_size, no_forks, per_key_bytes,
                      prefixed, probe_figures, rss_mb, anon_huge_mb, server_thp)
 from .load import live_rates, start_probe, stop_probe, window_rps
@@ -150,11 +150,16 @@ def churn(srv, keys, batch, value_size):
 
 
 def memory_state(srv, host_base):
-    """RSS, used_memory, fragmentation, and the host's memory in use since
-    host_base (machine.host_used() before the server started)."""
+    """RSS, used_memory, fragmentation, the host's memory in use since
+    host_base (machine.host_used() before the server started) and the
+    machine's huge pages mapped only in part (the shape's server is the
+    only one running)."""
     mem = srv.info("memory")
     out = {"rss_mb": rss_mb(srv), "used_memory_mb": int(mem["used_memory"]) / MIB,
            "host_used_mb": (host_used() - host_base) / MIB}
+    partly = partly_mapped_huge()
+    if partly is not None:
+        out["partly_mapped_mb"] = partly / MIB
     if "mem_fragmentation_ratio" in mem:
         out["frag_ratio"] = float(mem["mem_fragmentation_ratio"])
     return out
