@@ -83,7 +83,9 @@ DOC_METRICS["fill"] = ["fill_max_ping_ms", "fill_ping_p999_ms", "fill_ping_p99_m
 DOC_METRICS["fill-fragmented"] = (["fragment_share", "free_2m_after_mb"]
                                   + DOC_METRICS["fill"])
 SHAPES_DOC = ["small_empty_rss_mb", "small_rss_mb", "many_rss_mb", "churn_rss_mb",
-              "churn_defrag_rss_mb", "churn_max_ping_ms", "churn_ping_p99_ms",
+              "churn_defrag_rss_mb", "churn_defrag_host_used_mb", "churn_defrag_partly_mapped_mb",
+              "churn_defrag_s", "churn_max_ping_ms", "churn_ping_p99_ms",
+              "churn_defrag_max_ping_ms", "churn_defrag_ping_p99_ms",
               "maxmem_peak_rss_mb", "maxmem_rss_vs_maxmemory", "maxmem_max_ping_ms",
               "maxmem_ping_p99_ms", "maxmem_rps", "maxmem_evicted_keys", "small_fork_thp_on",
               "maxmem_fork_thp_on"]
