@@ -161,9 +161,10 @@ def shape_labels():
     mem = lambda p, what: [(p + "rss_mb", "%s: RSS (MB)" % what),  # noqa: E731
                            (p + "used_memory_mb", "%s: used_memory (MB)" % what),
                            (p + "frag_ratio", "%s: fragmentation ratio" % what),
-                           (p + "host_used_mb", "%s: memory the host lost (MB)" % what),
+                           (p + "host_used_mb",
+                            "%s: host memory in use since the server started (MB)" % what),
                            (p + "partly_mapped_mb",
-                            "%s: huge pages mapped only in part, in use outside RSS (MB)" % what)]
+                            "%s: huge pages mapped only in part, machine-wide (MB)" % what)]
     return ([("small_empty_rss_mb", "small: RSS of an empty server (MB)"),
              ("small_rss_mb", "small: RSS with its data (MB)"),
              ("small_used_memory_mb", "small: used_memory with its data (MB)")]
@@ -203,9 +204,9 @@ def large_labels(name):
             + [(p + "rss_mb", "%s: RSS after the fill (MB)" % what),
                (p + "used_memory_mb", "%s: used_memory after the fill (MB)" % what),
                (p + "frag_ratio", "%s: fragmentation ratio after the fill" % what),
-               (p + "host_used_mb", "%s: memory the host lost after the fill (MB)" % what),
+               (p + "host_used_mb", "%s: host memory in use after the fill (MB)" % what),
                (p + "partly_mapped_mb",
-                "%s: huge pages mapped only in part after the fill (MB)" % what),
+                "%s: huge pages mapped only in part after the fill, machine-wide (MB)" % what),
                (p + "anon_huge_mb", "%s: anonymous huge pages after the fill (MB)" % what),
                (p + "save_fork_ms", "%s: BGSAVE under writes, fork (ms)" % what),
                (p + "save_s", "%s: BGSAVE under writes, save time (s)" % what),

@@ -14,9 +14,9 @@ shape of --shapes on fresh servers of that variant, one after the other
             the survivors leave their pages part empty, as a workload whose
             values change size does; the PING probe beside it; then
             activedefrag yes until it stops, at most --defrag-seconds
-            (300): how long it ran, RSS, fragmentation
-            and the memory the host lost after the churn and after the
-            defrag, the probe's worst, p99.9 and p99 during both;
+            (300): how long it ran, RSS, fragmentation, the host's
+            memory in use and the huge pages mapped only in part after the
+            churn and after the defrag, the probe's worst, p99.9 and p99 during both;
   large     per value size of --large-values (128 KB and 1 MB): an empty
             server filled to the size by redis-benchmark (the fill's
             command, --large-pipeline 1), then a BGSAVE under the same

@@ -434,6 +434,10 @@ for v in ("stock", "afork-thp-auto"):
     for m in shape_need:
         if (v, "1", m) not in raw:
             problems.append("shapes: %s lacks %s" % (v, m))
+    if (os.path.exists("/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/stats/"
+                       "nr_anon_partially_mapped")
+            and (v, "1", "churn_defrag_partly_mapped_mb") not in raw):
+        problems.append("shapes: %s lacks churn_defrag_partly_mapped_mb (the kernel has it)" % v)
     if raw.get((v, "1", "maxmem_evicted_keys"), 0) < 1:
         problems.append("shapes: %s evicted no key past maxmemory" % v)
 for m in ("small_fork_thp_on", "many_fork_thp_on", "maxmem_fork_thp_on"):
