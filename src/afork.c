@@ -241,6 +241,7 @@ int aforkCron(void) {
     static mstime_t last_probe = 0, last_system = 0, last_smaps = 0;
     if (aforkWindowCron()) return 1;
     aforkStatsCron();
+    aforkThpCron(server.cron_malloc_stats.process_rss);
     if (server.mstime - last_probe >= AFORK_PROBE_PERIOD_MS) {
         last_probe = server.mstime;
         aforkKernelProbe(probeRoot());

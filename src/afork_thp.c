@@ -12,7 +12,9 @@
  *                            (afork_thp_heap.c); auto decides at startup
  *                            from what the machine reports
  *   fork-thp-collapse-rate   a thread re-collapses the split ranges after
- *                            each child, at most this many MB per second
+ *                            each child, at most this many MB per second,
+ *                            and splits the huge pages jemalloc purged in
+ *                            part, after each child and when RSS falls
  *                            (afork_thp_collapse.c)
  *
  * and, chosen here from what the machine reports unless a deprecated
@@ -39,7 +41,8 @@
  * INFO fields; it reaches the other five through afork_thp_int.h. afork.c
  * calls in after the config is read (the re-exec), at startup, before each
  * fork, each event-loop iteration (with whether a quiet window is open),
- * when a child is gone, and at exit (the thread is joined).
+ * from serverCron (RSS), when a child is gone, and at exit (the thread is
+ * joined).
  *
  * ----------------------------------------------------------------------------
  *
@@ -73,6 +76,7 @@ static struct {
     int sync_hold;            /* child gone, huge pages still off: a replica
                                  catches up (replicaCatchingUp) */
     long long sync_holds;     /* children after which that happened */
+    size_t rss_mark;          /* RSS high mark since the last pass */
 } thp;
 
 /* main(), after the config is read and before linuxMemoryWarnings(). root:
@@ -212,6 +216,7 @@ static int replicaCatchingUp(void) {
 static void resumeAfterChild(void) {
     thp.sync_hold = 0;
     thpQuietSaveResume();
+    thp.rss_mark = 0;
     if (afork_thp_collapse_rate_mb > 0) thpCollapseRequestPass();
 }
 
@@ -220,6 +225,23 @@ static void resumeAfterChild(void) {
 void aforkThpLoopSample(long long usec, int window_open) {
     thpCollapseLoopSample(usec, !hasActiveChildProcess() && !window_open);
     if (thp.sync_hold && !hasActiveChildProcess() && !replicaCatchingUp()) resumeAfterChild();
+}
+
+/* serverCron: the heap gave memory back. When RSS has fallen by a
+ * sixteenth of its high mark since the last pass, and at least 64 MB
+ * (deletes, activedefrag, eviction, a flush), a pass splits the huge pages
+ * jemalloc purged in part, which stay in use until split. rss: as INFO
+ * used_memory_rss. */
+#define RSS_FALL_MIN (64ULL << 20)
+void aforkThpCron(size_t rss) {
+    if (!thp.heap) return;
+    if (rss > thp.rss_mark) thp.rss_mark = rss;
+    size_t fell = thp.rss_mark - rss;
+    if (afork_thp_collapse_rate_mb <= 0 || thp.sync_hold || hasActiveChildProcess() ||
+        fell < RSS_FALL_MIN || fell < thp.rss_mark / 16)
+        return;
+    thp.rss_mark = rss;
+    thpCollapseRequestPass();
 }
 
 /* resetChildState: a child is gone, its copy-on-write splits can go, once
@@ -255,6 +277,7 @@ void aforkThpReset(void) {
     atomicSet(c->cuts, 0);
     atomicSet(c->warm_usec, 0);
     atomicSet(c->host_waits, 0);
+    atomicSet(c->sparse, 0);
     thp.quiet_saves = 0;
     thp.sync_holds = 0;
 }
@@ -262,7 +285,7 @@ void aforkThpReset(void) {
 /* INFO fork: the fork-thp fields. */
 sds aforkThpInfo(sds info) {
     thpCounters *c = thpCollapseCounters();
-    long long passes, ranges, failures, pauses, usec, before, after, cuts, warm_usec, max_usec;
+    long long passes, ranges, failures, pauses, sparse, usec, before, after, cuts, warm_usec, max_usec;
     long long host_waits, table_holds, table_full, slack_active, slack_untracked;
     int paused, running, tables_held, slack_arena, slack_ranges;
     char state[64];
@@ -277,6 +300,7 @@ sds aforkThpInfo(sds info) {
     atomicGet(c->warm_usec, warm_usec);
     atomicGet(c->max_usec, max_usec);
     atomicGet(c->host_waits, host_waits);
+    atomicGet(c->sparse, sparse);
     thpCollapseStatus(state, sizeof(state), &paused, &running);
     thpTablesCounts(&tables_held, &table_holds, &table_full);
     thpSlackCounts(&slack_arena, &slack_active, &slack_ranges, &slack_untracked);
@@ -296,6 +320,7 @@ sds aforkThpInfo(sds info) {
         "fork_thp_collapse_ranges:%lld\r\n"
         "fork_thp_collapse_failures:%lld\r\n"
         "fork_thp_collapse_pauses:%lld\r\n"
+        "fork_thp_collapse_sparse_ranges:%lld\r\n"
         "fork_thp_collapse_usec:%lld\r\n"
         "latest_fork_thp_collapse_max_usec:%lld\r\n"
         "fork_thp_collapse_warm:%d\r\n"
@@ -318,7 +343,7 @@ sds aforkThpInfo(sds info) {
         quietSaveOn(), afork_thp_quiet_save == AFORK_THP_TUNE_AUTO,
         thp.quiet_saves, paused, thp.sync_hold, thp.sync_holds,
         afork_thp_collapse_rate_mb <= 0 && running ? "off" : state,
-        passes, ranges, failures, pauses, usec, max_usec,
+        passes, ranges, failures, pauses, sparse, usec, max_usec,
         collapseWarmOn() && thpHostWarmReady(), afork_thp_collapse_warm == AFORK_THP_TUNE_AUTO,
         warm_usec, host_waits, vmaSize(), vmaSizeAuto(), cuts, before, after,
         tables_held, table_holds, table_full, slack_arena, slack_active, slack_ranges,

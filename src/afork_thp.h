@@ -39,6 +39,7 @@ void aforkThpForkStarting(void);
 void aforkThpLoopSample(long long usec, int window_open);
 void aforkThpForkFailed(void);
 void aforkThpChildGone(void);
+void aforkThpCron(size_t rss);
 void aforkThpStop(void);
 void aforkThpTableRehashing(const void *table, size_t bytes);
 void aforkThpTableDone(const void *table, size_t bytes);

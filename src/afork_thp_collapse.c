@@ -10,9 +10,12 @@
  * but no longer huge (PAGEMAP_SCAN, Linux 6.7+, tells which; the slack
  * arena's ranges, in 4 KiB pages on purpose, are skipped), at most
  * fork-thp-collapse-rate MB per second. Ranges with fewer than 7/8 of their
- * pages resident are left alone: collapsing them would fill the holes
- * jemalloc purged and grow RSS. Without MADV_COLLAPSE and PAGEMAP_SCAN
- * it never starts and leaves the work to khugepaged.
+ * pages resident are not collapsed (that would fill the holes jemalloc
+ * purged and grow RSS) but split (splitSparseRange): a huge page jemalloc
+ * purged in part stays whole, and in use, until the kernel splits it. The
+ * thread also makes a pass when RSS falls (deletes, activedefrag,
+ * eviction). Without MADV_COLLAPSE and PAGEMAP_SCAN it never starts and
+ * leaves the work to khugepaged.
  *
  * A collapse changes the memory map, so the thread never starts one while
  * a child lives or a fork quiet window is open (the main thread publishes
@@ -48,6 +51,9 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 
+#ifndef MADV_COLD
+#define MADV_COLD 20
+#endif
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
@@ -102,8 +108,9 @@ static void resumeHugePagesLocked(void);
 
 /* ---------------------------------------------------------- the walk */
 
-/* Resident and huge 4 KiB pages of [start, start + 2 MiB); -1 on error. */
-static int scanRange(int pm, uint64_t start, int *resident, int *huge) {
+/* Resident and huge 4 KiB pages of [start, start + 2 MiB), and the first
+ * resident page's address; -1 on error. */
+static int scanRange(int pm, uint64_t start, int *resident, int *huge, uint64_t *first) {
     struct afork_page_region regions[THP_HUGE_PAGES];
     struct afork_pm_scan_arg arg = {
         .size = sizeof(arg), .start = start, .end = start + THP_HUGE_SIZE,
@@ -114,6 +121,7 @@ static int scanRange(int pm, uint64_t start, int *resident, int *huge) {
     int n = ioctl(pm, AFORK_PAGEMAP_SCAN, &arg);
     if (n < 0) return -1;
     *resident = *huge = 0;
+    *first = n > 0 ? regions[0].start : start;
     for (int i = 0; i < n; i++) {
         int pages = (int)((regions[i].end - regions[i].start) / 4096);
         *resident += pages;
@@ -162,10 +170,33 @@ typedef struct {
     int stopped;
 } passState;
 
-static void collapseRange(uint64_t addr, int resident, int huge, passState *p) {
+/* A range with pages resident but fewer than 7/8 may be a huge page that
+ * jemalloc purged in part (MADV_DONTNEED inside it, after deletes or
+ * activedefrag): the kernel unmaps those 4 KiB pages, so they leave RSS,
+ * but keeps the 2 MiB page whole, and in use, on its deferred-split list
+ * until memory runs short. MADV_COLD on one resident page splits such a
+ * huge page now and frees its unmapped pages (Linux 5.4+; a huge page
+ * still shared with a child is left alone). On an ordinary page it only
+ * marks that page as a reclaim candidate, which its next access undoes.
+ * Not rate-limited: a split costs some hundred microseconds of this
+ * thread's time, and a range already split almost nothing. */
+static void splitSparseRange(uint64_t page, passState *p) {
+    if (!waitAllowed()) {
+        p->stopped = 1;
+        return;
+    }
+    if (madvise((void *)(uintptr_t)page, 4096, MADV_COLD) == 0) atomicIncr(counters.sparse, 1);
+    else atomicIncr(counters.failures, 1);
+}
+
+static void collapseRange(uint64_t addr, int resident, int huge, uint64_t first, passState *p) {
     int warm;
     p->huge_before += (long long)huge * 4096;
-    if (huge == THP_HUGE_PAGES || resident < COLLAPSE_MIN_RESIDENT) return;
+    if (huge == THP_HUGE_PAGES || resident == 0) return;
+    if (resident < COLLAPSE_MIN_RESIDENT) {
+        splitSparseRange(first, p);
+        return;
+    }
     atomicGet(pub.warm, warm);
     if (!waitAllowed() || !thpHostWaitQuick(warm, &p->host_waits, waitAllowed, &counters)) {
         p->stopped = 1;
@@ -244,7 +275,9 @@ static void collapsePass(int maps_fd, int pm) {
         uint64_t hi = end & ~(THP_HUGE_SIZE - 1);
         for (uint64_t a = lo; a < hi && !p.stopped; a += THP_HUGE_SIZE) {
             int resident, huge;
-            if (scanRange(pm, a, &resident, &huge) == 0) collapseRange(a, resident, huge, &p);
+            uint64_t first;
+            if (scanRange(pm, a, &resident, &huge, &first) == 0)
+                collapseRange(a, resident, huge, first, &p);
         }
     }
     if (!p.stopped) cut_size = size;
@@ -280,9 +313,11 @@ static void *collapseMain(void *arg) {
 /* Can this kernel tell huge from split ranges? (PAGEMAP_SCAN, 6.7+) */
 static int pagemapScanWorks(int pm) {
     int resident, huge;
+    uint64_t first;
     static char probe[4096];
     probe[0] = 1;
-    return scanRange(pm, (uint64_t)(uintptr_t)probe & ~(THP_HUGE_SIZE - 1), &resident, &huge) == 0;
+    return scanRange(pm, (uint64_t)(uintptr_t)probe & ~(THP_HUGE_SIZE - 1), &resident, &huge,
+                     &first) == 0;
 }
 
 /* fork-thp auto, before the heap is set up: does PAGEMAP_SCAN work here? */

@@ -51,6 +51,7 @@ typedef struct {
     redisAtomic long long cuts;         /* fork-thp-vma-size pieces advised */
     redisAtomic long long warm_usec;    /* time in warm-ups */
     redisAtomic long long host_waits;   /* waits for a busy host */
+    redisAtomic long long sparse;       /* sparse ranges told to split */
     redisAtomic long long huge_before;  /* latest pass, bytes; -1 none */
     redisAtomic long long huge_after;
 } thpCounters;
