@@ -14,7 +14,8 @@
  *   fork-thp-collapse-rate   a thread re-collapses the split ranges after
  *                            each child, at most this many MB per second,
  *                            and splits the huge pages jemalloc purged in
- *                            part, after each child and when RSS falls
+ *                            part, after each child and when jemalloc
+ *                            gives memory back
  *                            (afork_thp_collapse.c)
  *
  * and, chosen here from what the machine reports unless a deprecated
@@ -41,7 +42,7 @@
  * INFO fields; it reaches the other five through afork_thp_int.h. afork.c
  * calls in after the config is read (the re-exec), at startup, before each
  * fork, each event-loop iteration (with whether a quiet window is open),
- * from serverCron (RSS), when a child is gone, and at exit (the thread is
+ * from serverCron (memory given back), when a child is gone, and at exit (the thread is
  * joined).
  *
  * ----------------------------------------------------------------------------
@@ -76,7 +77,7 @@ static struct {
     int sync_hold;            /* child gone, huge pages still off: a replica
                                  catches up (replicaCatchingUp) */
     long long sync_holds;     /* children after which that happened */
-    size_t rss_mark;          /* RSS high mark since the last pass */
+    unsigned long long purged_mark; /* purgedBytes() at the last pass */
 } thp;
 
 /* main(), after the config is read and before linuxMemoryWarnings(). root:
@@ -211,13 +212,32 @@ static int replicaCatchingUp(void) {
     return 0;
 }
 
+/* Bytes jemalloc has given back to the kernel since startup (pages purged,
+ * all arenas), as of the stats epoch serverCron refreshes every 100 ms. */
+static unsigned long long purgedBytes(void) {
+#if defined(USE_JEMALLOC)
+    char name[64];
+    uint64_t dirty = 0, muzzy = 0;
+    size_t page = 0, sz = sizeof(uint64_t), psz = sizeof(size_t);
+    snprintf(name, sizeof(name), "stats.arenas.%u.dirty_purged", MALLCTL_ARENAS_ALL);
+    je_mallctl(name, &dirty, &sz, NULL, 0);
+    snprintf(name, sizeof(name), "stats.arenas.%u.muzzy_purged", MALLCTL_ARENAS_ALL);
+    sz = sizeof(uint64_t);
+    je_mallctl(name, &muzzy, &sz, NULL, 0);
+    je_mallctl("arenas.page", &page, &psz, NULL, 0);
+    return (unsigned long long)(dirty + muzzy) * page;
+#else
+    return 0;
+#endif
+}
+
 /* The child is gone and no replica catches up: huge pages again, and the
  * re-collapse of what the child's copy-on-write split. */
 static void resumeAfterChild(void) {
     thp.sync_hold = 0;
     thpQuietSaveResume();
-    thp.rss_mark = 0;
-    if (afork_thp_collapse_rate_mb > 0) thpCollapseRequestPass();
+    thp.purged_mark = purgedBytes();
+    if (afork_thp_collapse_rate_mb > 0) thpCollapseRequestPass(1);
 }
 
 /* Each event-loop iteration (beforeSleep): publish what the thread needs.
@@ -227,21 +247,26 @@ void aforkThpLoopSample(long long usec, int window_open) {
     if (thp.sync_hold && !hasActiveChildProcess() && !replicaCatchingUp()) resumeAfterChild();
 }
 
-/* serverCron: the heap gave memory back. When RSS has fallen by a
- * sixteenth of its high mark since the last pass, and at least 64 MB
- * (deletes, activedefrag, eviction, a flush), a pass splits the huge pages
- * jemalloc purged in part, which stay in use until split. rss: as INFO
+/* serverCron, once a second: memory given back. Each page jemalloc purges
+ * inside a huge page leaves RSS but keeps the huge page in use until it is
+ * split; RSS alone does not show it (activedefrag frees as much as it
+ * allocates). Once jemalloc has purged a sixteenth of RSS, and at least
+ * 64 MB, since the last pass, a split-only pass splits those huge pages
+ * and collapses nothing (that would fill the holes again). rss: as INFO
  * used_memory_rss. */
-#define RSS_FALL_MIN (64ULL << 20)
+#define PURGED_MIN (64ULL << 20)
 void aforkThpCron(size_t rss) {
-    if (!thp.heap) return;
-    if (rss > thp.rss_mark) thp.rss_mark = rss;
-    size_t fell = thp.rss_mark - rss;
+    static mstime_t last = 0;
+    if (!thp.heap || server.mstime - last < 1000) return;
+    last = server.mstime;
+    unsigned long long purged = purgedBytes();
+    if (purged < thp.purged_mark) thp.purged_mark = purged;
+    unsigned long long given = purged - thp.purged_mark;
     if (afork_thp_collapse_rate_mb <= 0 || thp.sync_hold || hasActiveChildProcess() ||
-        fell < RSS_FALL_MIN || fell < thp.rss_mark / 16)
+        given < PURGED_MIN || given < rss / 16)
         return;
-    thp.rss_mark = rss;
-    thpCollapseRequestPass();
+    thp.purged_mark = purged;
+    thpCollapseRequestPass(0);
 }
 
 /* resetChildState: a child is gone, its copy-on-write splits can go, once
@@ -277,7 +302,7 @@ void aforkThpReset(void) {
     atomicSet(c->cuts, 0);
     atomicSet(c->warm_usec, 0);
     atomicSet(c->host_waits, 0);
-    atomicSet(c->sparse, 0);
+    atomicSet(c->splits, 0);
     thp.quiet_saves = 0;
     thp.sync_holds = 0;
 }
@@ -285,7 +310,7 @@ void aforkThpReset(void) {
 /* INFO fork: the fork-thp fields. */
 sds aforkThpInfo(sds info) {
     thpCounters *c = thpCollapseCounters();
-    long long passes, ranges, failures, pauses, sparse, usec, before, after, cuts, warm_usec, max_usec;
+    long long passes, ranges, failures, pauses, splits, usec, before, after, cuts, warm_usec, max_usec;
     long long host_waits, table_holds, table_full, slack_active, slack_untracked;
     int paused, running, tables_held, slack_arena, slack_ranges;
     char state[64];
@@ -300,7 +325,7 @@ sds aforkThpInfo(sds info) {
     atomicGet(c->warm_usec, warm_usec);
     atomicGet(c->max_usec, max_usec);
     atomicGet(c->host_waits, host_waits);
-    atomicGet(c->sparse, sparse);
+    atomicGet(c->splits, splits);
     thpCollapseStatus(state, sizeof(state), &paused, &running);
     thpTablesCounts(&tables_held, &table_holds, &table_full);
     thpSlackCounts(&slack_arena, &slack_active, &slack_ranges, &slack_untracked);
@@ -320,7 +345,7 @@ sds aforkThpInfo(sds info) {
         "fork_thp_collapse_ranges:%lld\r\n"
         "fork_thp_collapse_failures:%lld\r\n"
         "fork_thp_collapse_pauses:%lld\r\n"
-        "fork_thp_collapse_sparse_ranges:%lld\r\n"
+        "fork_thp_collapse_split_ranges:%lld\r\n"
         "fork_thp_collapse_usec:%lld\r\n"
         "latest_fork_thp_collapse_max_usec:%lld\r\n"
         "fork_thp_collapse_warm:%d\r\n"
@@ -343,7 +368,7 @@ sds aforkThpInfo(sds info) {
         quietSaveOn(), afork_thp_quiet_save == AFORK_THP_TUNE_AUTO,
         thp.quiet_saves, paused, thp.sync_hold, thp.sync_holds,
         afork_thp_collapse_rate_mb <= 0 && running ? "off" : state,
-        passes, ranges, failures, pauses, sparse, usec, max_usec,
+        passes, ranges, failures, pauses, splits, usec, max_usec,
         collapseWarmOn() && thpHostWarmReady(), afork_thp_collapse_warm == AFORK_THP_TUNE_AUTO,
         warm_usec, host_waits, vmaSize(), vmaSizeAuto(), cuts, before, after,
         tables_held, table_holds, table_full, slack_arena, slack_active, slack_ranges,

@@ -11,11 +11,12 @@
  * arena's ranges, in 4 KiB pages on purpose, are skipped), at most
  * fork-thp-collapse-rate MB per second. Ranges with fewer than 7/8 of their
  * pages resident are not collapsed (that would fill the holes jemalloc
- * purged and grow RSS) but split (splitSparseRange): a huge page jemalloc
- * purged in part stays whole, and in use, until the kernel splits it. The
- * thread also makes a pass when RSS falls (deletes, activedefrag,
- * eviction). Without MADV_COLLAPSE and PAGEMAP_SCAN it never starts and
- * leaves the work to khugepaged.
+ * purged and grow RSS) but split (splitPurgedRange): a huge page jemalloc
+ * purged in part stays whole, and in use, until the kernel splits it. When
+ * jemalloc gives memory back (deletes, activedefrag, eviction) the thread
+ * makes a pass that only splits: every range in part resident, none
+ * collapsed, so that the memory freed is given back and none refilled. Without MADV_COLLAPSE and
+ * PAGEMAP_SCAN it never starts and leaves the work to khugepaged.
  *
  * A collapse changes the memory map, so the thread never starts one while
  * a child lives or a fork quiet window is open (the main thread publishes
@@ -74,6 +75,8 @@ struct afork_page_region {
 #define AFORK_PAGEMAP_SCAN _IOWR('f', 16, struct afork_pm_scan_arg)
 
 #define COLLAPSE_MIN_RESIDENT (THP_HUGE_PAGES * 7 / 8)
+#define PASS_SPLIT 1                 /* memory given back: split only */
+#define PASS_FULL 2                  /* a child is gone: collapse and split */
 #define SLOW_LOOP_USEC 5000          /* main-loop iteration that pauses us */
 #define SLOW_LOOP_PAUSE_MS 100
 
@@ -86,7 +89,7 @@ static struct {
     char state[64];           /* fork_thp_collapse_status */
     int paused;               /* fork-thp-quiet-save: PR_SET_THP_DISABLE set */
     int resume_requested;     /* the thread clears it */
-    int pass_requested;
+    int pass_requested;       /* PASS_SPLIT or PASS_FULL, 0: none */
     int stop;
 } col = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
@@ -170,9 +173,9 @@ typedef struct {
     int stopped;
 } passState;
 
-/* A range with pages resident but fewer than 7/8 may be a huge page that
- * jemalloc purged in part (MADV_DONTNEED inside it, after deletes or
- * activedefrag): the kernel unmaps those 4 KiB pages, so they leave RSS,
+/* A range in part resident may be a huge page that jemalloc purged in
+ * part (MADV_DONTNEED inside it, after deletes or activedefrag): the
+ * kernel unmaps those 4 KiB pages, so they leave RSS,
  * but keeps the 2 MiB page whole, and in use, on its deferred-split list
  * until memory runs short. MADV_COLD on one resident page splits such a
  * huge page now and frees its unmapped pages (Linux 5.4+; a huge page
@@ -180,12 +183,12 @@ typedef struct {
  * marks that page as a reclaim candidate, which its next access undoes.
  * Not rate-limited: a split costs some hundred microseconds of this
  * thread's time, and a range already split almost nothing. */
-static void splitSparseRange(uint64_t page, passState *p) {
+static void splitPurgedRange(uint64_t page, passState *p) {
     if (!waitAllowed()) {
         p->stopped = 1;
         return;
     }
-    if (madvise((void *)(uintptr_t)page, 4096, MADV_COLD) == 0) atomicIncr(counters.sparse, 1);
+    if (madvise((void *)(uintptr_t)page, 4096, MADV_COLD) == 0) atomicIncr(counters.splits, 1);
     else atomicIncr(counters.failures, 1);
 }
 
@@ -194,7 +197,7 @@ static void collapseRange(uint64_t addr, int resident, int huge, uint64_t first,
     p->huge_before += (long long)huge * 4096;
     if (huge == THP_HUGE_PAGES || resident == 0) return;
     if (resident < COLLAPSE_MIN_RESIDENT) {
-        splitSparseRange(first, p);
+        splitPurgedRange(first, p);
         return;
     }
     atomicGet(pub.warm, warm);
@@ -249,7 +252,13 @@ static void setCollapseState(const char *state) {
     pthread_mutex_unlock(&col.lock);
 }
 
-static void collapsePass(int maps_fd, int pm) {
+/* A split-only pass: each range that is in part resident, whatever its
+ * share, may hold a huge page purged in part. */
+static void splitRange(int resident, int huge, uint64_t first, passState *p) {
+    if (huge == 0 && resident > 0 && resident < THP_HUGE_PAGES) splitPurgedRange(first, p);
+}
+
+static void collapsePass(int maps_fd, int pm, int kind) {
     passState p = {.start_us = ustime()};
     if (!waitAllowed()) return;
     setCollapseState("running");
@@ -265,7 +274,9 @@ static void collapsePass(int maps_fd, int pm) {
         if (!thpHeapMapping(line, &start, &end) || thpHostIsWarmMapping(start, end) ||
             thpSlackHolds(start, end))
             continue;
-        if (size > 0) {
+        if (kind == PASS_SPLIT) {
+            /* no cut: it changes the map and refills nothing */
+        } else if (size > 0) {
             if (thpHeapCut(start, end, (uint64_t)size, resize, waitAllowed, &counters) != 0)
                 p.stopped = 1;
         } else if (resize) {
@@ -276,12 +287,17 @@ static void collapsePass(int maps_fd, int pm) {
         for (uint64_t a = lo; a < hi && !p.stopped; a += THP_HUGE_SIZE) {
             int resident, huge;
             uint64_t first;
-            if (scanRange(pm, a, &resident, &huge, &first) == 0)
-                collapseRange(a, resident, huge, first, &p);
+            if (scanRange(pm, a, &resident, &huge, &first) != 0) continue;
+            if (kind == PASS_SPLIT) splitRange(resident, huge, first, &p);
+            else collapseRange(a, resident, huge, first, &p);
         }
     }
-    if (!p.stopped) cut_size = size;
     atomicIncr(counters.passes, 1);
+    if (kind == PASS_SPLIT) {
+        setCollapseState("ready");
+        return;
+    }
+    if (!p.stopped) cut_size = size;
     atomicSet(counters.max_usec, p.max_usec);
     atomicSet(counters.huge_before, p.huge_before);
     atomicSet(counters.huge_after, p.huge_before + p.collapsed * (long long)THP_HUGE_SIZE);
@@ -301,7 +317,7 @@ static void *collapseMain(void *arg) {
         col.pass_requested = 0;
         pthread_mutex_unlock(&col.lock);
         if (stop) break;
-        if (pass) collapsePass(maps_fd, pm);
+        if (pass) collapsePass(maps_fd, pm, pass);
     }
     close(maps_fd);
     close(pm);
@@ -397,11 +413,13 @@ void thpCollapseForbid(void) {
     atomicSet(pub.allowed, 0);
 }
 
-/* A child is gone: a pass over the heap, when the thread runs. */
-void thpCollapseRequestPass(void) {
+/* A pass over the heap, when the thread runs. full: a child is gone,
+ * collapse and split; else jemalloc gave memory back, split only. A full pass requested
+ * meanwhile wins. */
+void thpCollapseRequestPass(int full) {
     if (!col.started) return;
     pthread_mutex_lock(&col.lock);
-    col.pass_requested = 1;
+    if (full || !col.pass_requested) col.pass_requested = full ? PASS_FULL : PASS_SPLIT;
     pthread_cond_signal(&col.cond);
     pthread_mutex_unlock(&col.lock);
 }

@@ -51,7 +51,7 @@ typedef struct {
     redisAtomic long long cuts;         /* fork-thp-vma-size pieces advised */
     redisAtomic long long warm_usec;    /* time in warm-ups */
     redisAtomic long long host_waits;   /* waits for a busy host */
-    redisAtomic long long sparse;       /* sparse ranges told to split */
+    redisAtomic long long splits;       /* ranges told to split */
     redisAtomic long long huge_before;  /* latest pass, bytes; -1 none */
     redisAtomic long long huge_after;
 } thpCounters;
@@ -87,7 +87,7 @@ void thpCollapseStart(int heap);
 void thpCollapseConfigure(int rate_mb, long long vma_size, int warm);
 void thpCollapseLoopSample(long long usec, int allowed);
 void thpCollapseForbid(void);
-void thpCollapseRequestPass(void);
+void thpCollapseRequestPass(int full);
 void thpCollapseStop(void);
 void thpCollapseStatus(char *state, size_t size, int *paused, int *running);
 thpCounters *thpCollapseCounters(void);

@@ -917,9 +917,9 @@ start_server {tags {"afork external:skip"} overrides {fork-thp no}} {
 # ---------------------------------------------------------------------------
 # Huge pages jemalloc purged in part (deletes, then MEMORY PURGE): their
 # unmapped 4 KiB pages leave RSS, but the kernel keeps each 2 MiB page
-# whole, and in use, until it splits it. When RSS falls, the collapse
-# thread makes a pass and splits them (afork_thp_collapse.c,
-# splitSparseRange). Linux 6.11+ counts such pages, machine-wide.
+# whole, and in use, until it splits it. When jemalloc has given memory
+# back, the collapse thread makes a split-only pass (afork_thp_collapse.c, splitPurgedRange).
+# Linux 6.11+ counts such pages, machine-wide.
 
 proc thp_partly_mapped_mb {} {
     set path /sys/kernel/mm/transparent_hugepage/hugepages-2048kB/stats/nr_anon_partially_mapped
@@ -933,20 +933,19 @@ proc thp_partly_mapped_mb {} {
 start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-command yes}} {
     set pid [srv 0 pid]
     if {[thp_info fork_thp_heap] ne "on" || [thp_info fork_thp_collapse_status] ne "ready"} {
-        afork_skip "fork-thp sparse split: no keyspace in huge pages or no re-collapse here ([thp_info fork_thp_heap], collapse [thp_info fork_thp_collapse_status])"
+        afork_skip "fork-thp split of purged huge pages: no keyspace in huge pages or no re-collapse here ([thp_info fork_thp_heap], collapse [thp_info fork_thp_collapse_status])"
     } else {
         test {fork-thp: after deletes, the huge pages jemalloc purged in part are split and freed} {
             r debug populate 400000 key 400
             assert_morethan [thp_anon_huge_kb $pid] [expr {100 * 1024}]
-            # The server's cron samples RSS every 100 ms: it sees the peak.
-            after 300
             set digest_keys [r eval {local n = 0
                 for i = 0, 399999, 600 do n = n + #redis.call('get', 'key:' .. i) end
                 return n} 0]
             # No pass while the deletes are made: the pages stay as purged.
             r config set fork-thp-collapse-rate 0
             set passes [thp_info fork_thp_collapse_passes]
-            set sparse [thp_info fork_thp_collapse_sparse_ranges]
+            set splits [thp_info fork_thp_collapse_split_ranges]
+            set collapsed [thp_info fork_thp_collapse_ranges]
             # Two runs of 200 keys of every three: whole 4 KiB pages freed
             # inside each huge page, a third of the keys left in each.
             r eval {for i = 0, 399999 do
@@ -957,16 +956,19 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
             if {$before >= 0} { assert_morethan $before 64 }
             after 500
             assert_equal [thp_info fork_thp_collapse_passes] $passes
-            # RSS fell by far more than 64 MB and a sixteenth: a pass.
+            # jemalloc purged far more than 64 MB and a sixteenth of RSS:
+            # a pass within a second.
             r config set fork-thp-collapse-rate 256
             wait_for_condition 100 100 {
                 [thp_info fork_thp_collapse_passes] > $passes &&
                 [thp_info fork_thp_collapse_status] eq "ready"
             } else {
-                fail "no pass after RSS fell: [r info fork]"
+                fail "no pass after the purge: [r info fork]"
             }
-            assert_morethan [thp_info fork_thp_collapse_sparse_ranges] [expr {$sparse + 20}]
+            assert_morethan [thp_info fork_thp_collapse_split_ranges] [expr {$splits + 20}]
             assert_equal [thp_info fork_thp_collapse_failures] 0
+            # A pass for memory given back fills no hole: nothing collapsed.
+            assert_equal [thp_info fork_thp_collapse_ranges] $collapsed
             if {$before >= 0} {
                 # Machine-wide: what other processes hold stays in the figure.
                 assert_lessthan [thp_partly_mapped_mb] [expr {$before / 2}]
@@ -978,7 +980,7 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
                 return n} 0] $digest_keys
         }
 
-        test {fork-thp-collapse-rate 0: no pass when RSS falls} {
+        test {fork-thp-collapse-rate 0: no pass when memory is given back} {
             r config set fork-thp-collapse-rate 0
             set passes [thp_info fork_thp_collapse_passes]
             r flushall
