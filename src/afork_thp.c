@@ -250,11 +250,12 @@ void aforkThpLoopSample(long long usec, int window_open) {
 /* serverCron, once a second: memory given back. Each page jemalloc purges
  * inside a huge page leaves RSS but keeps the huge page in use until it is
  * split; RSS alone does not show it (activedefrag frees as much as it
- * allocates). Once jemalloc has purged a sixteenth of RSS, and at least
- * 64 MB, since the last pass, a split-only pass splits those huge pages
- * and collapses nothing (that would fill the holes again). rss: as INFO
- * used_memory_rss. */
-#define PURGED_MIN (64ULL << 20)
+ * allocates). Once jemalloc has purged 1/64 of RSS, and at least 32 MB,
+ * since the last pass, a split-only pass splits those huge pages and
+ * collapses nothing (that would fill the holes again). Such a pass reads
+ * the heap's page map and splits what it finds: milliseconds per GB of
+ * the collapse thread's time. rss: as INFO used_memory_rss. */
+#define PURGED_MIN (32ULL << 20)
 void aforkThpCron(size_t rss) {
     static mstime_t last = 0;
     if (!thp.heap || server.mstime - last < 1000) return;
@@ -263,7 +264,7 @@ void aforkThpCron(size_t rss) {
     if (purged < thp.purged_mark) thp.purged_mark = purged;
     unsigned long long given = purged - thp.purged_mark;
     if (afork_thp_collapse_rate_mb <= 0 || thp.sync_hold || hasActiveChildProcess() ||
-        given < PURGED_MIN || given < rss / 16)
+        given < PURGED_MIN || given < rss / 64)
         return;
     thp.purged_mark = purged;
     thpCollapseRequestPass(0);

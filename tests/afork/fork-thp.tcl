@@ -956,7 +956,7 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
             if {$before >= 0} { assert_morethan $before 64 }
             after 500
             assert_equal [thp_info fork_thp_collapse_passes] $passes
-            # jemalloc purged far more than 64 MB and a sixteenth of RSS:
+            # jemalloc purged far more than 32 MB and 1/64 of RSS:
             # a pass within a second.
             r config set fork-thp-collapse-rate 256
             wait_for_condition 100 100 {
