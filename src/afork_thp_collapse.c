@@ -133,9 +133,7 @@ static int scanRange(int pm, uint64_t start, int *resident, int *huge, uint64_t 
     return 0;
 }
 
-/* slow_ok: a split goes on while the event loop is slow (it takes the mmap
- * lock for reading only); a collapse or a cut waits. */
-static int allowedNow(int slow_ok) {
+static int collapseAllowedNow(void) {
     int allowed, stop;
     long long slow;
     atomicGet(pub.allowed, allowed);
@@ -144,7 +142,6 @@ static int allowedNow(int slow_ok) {
     pthread_mutex_unlock(&col.lock);
     if (stop) return -1;
     if (!allowed) return 0;
-    if (slow_ok) return 1;
     atomicGet(pub.slow_loop_ms, slow);
     if (mstime() - slow < SLOW_LOOP_PAUSE_MS) {
         atomicIncr(counters.pauses, 1);
@@ -153,20 +150,11 @@ static int allowedNow(int slow_ok) {
     return 1;
 }
 
-static int waitGate(int slow_ok) {
-    int ok;
-    while ((ok = allowedNow(slow_ok)) == 0) usleep(SLOW_LOOP_PAUSE_MS * 1000);
-    return ok == 1;
-}
-
 /* The gate: wait until collapsing is allowed; 0 when told to stop. */
 static int waitAllowed(void) {
-    return waitGate(0);
-}
-
-/* The split's gate: no child, no quiet window. */
-static int waitNoChild(void) {
-    return waitGate(1);
+    int ok;
+    while ((ok = collapseAllowedNow()) == 0) usleep(SLOW_LOOP_PAUSE_MS * 1000);
+    return ok == 1;
 }
 
 /* Sleep as needed to keep the pass at or below the rate. */
@@ -193,12 +181,12 @@ typedef struct {
  * huge page now and frees its unmapped pages (Linux 5.4+; a huge page
  * still shared with a child is left alone). On an ordinary page it only
  * marks that page as a reclaim candidate, which its next access undoes.
- * Not rate-limited, and not paused by a slow event loop (activedefrag
- * makes every loop slow while it purges the most): MADV_COLD takes the mmap
- * lock for reading, and a split costs some hundred microseconds of this
- * thread's time, a range already split almost nothing. */
+ * Not rate-limited: a split costs some hundred microseconds of this
+ * thread's time, a range already split almost nothing. Like a collapse it
+ * waits while the event loop is slow: splits beside activedefrag, which
+ * makes every loop slow, made the clients' worst stalls 4x longer. */
 static void splitPurgedRange(uint64_t page, passState *p) {
-    if (!waitNoChild()) {
+    if (!waitAllowed()) {
         p->stopped = 1;
         return;
     }
@@ -274,7 +262,7 @@ static void splitRange(int resident, int huge, uint64_t first, passState *p) {
 
 static void collapsePass(int maps_fd, int pm, int kind) {
     passState p = {.start_us = ustime()};
-    if (!(kind == PASS_SPLIT ? waitNoChild() : waitAllowed())) return;
+    if (!waitAllowed()) return;
     setCollapseState("running");
     static long long cut_size = 0;   /* the size of the last pass's pieces */
     long long size;
