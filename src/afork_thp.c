@@ -42,8 +42,8 @@
  * INFO fields; it reaches the other five through afork_thp_int.h. afork.c
  * calls in after the config is read (the re-exec), at startup, before each
  * fork, each event-loop iteration (with whether a quiet window is open),
- * from serverCron (memory given back), when a child is gone, and at exit (the thread is
- * joined).
+ * from serverCron (memory given back), when a child is gone, and at exit
+ * (the thread is joined).
  *
  * ----------------------------------------------------------------------------
  *
@@ -311,7 +311,8 @@ void aforkThpReset(void) {
 /* INFO fork: the fork-thp fields. */
 sds aforkThpInfo(sds info) {
     thpCounters *c = thpCollapseCounters();
-    long long passes, ranges, failures, pauses, splits, usec, before, after, cuts, warm_usec, max_usec;
+    long long passes, ranges, failures, pauses, splits, usec, before, after, cuts;
+    long long warm_usec, max_usec;
     long long host_waits, table_holds, table_full, slack_active, slack_untracked;
     int paused, running, tables_held, slack_arena, slack_ranges;
     char state[64];

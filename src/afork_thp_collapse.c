@@ -15,8 +15,9 @@
  * purged in part stays whole, and in use, until the kernel splits it. When
  * jemalloc gives memory back (deletes, activedefrag, eviction) the thread
  * makes a pass that only splits: every range in part resident, none
- * collapsed, so that the memory freed is given back and none refilled. Without MADV_COLLAPSE and
- * PAGEMAP_SCAN it never starts and leaves the work to khugepaged.
+ * collapsed, so that the memory freed is given back and none refilled.
+ * Without MADV_COLLAPSE and PAGEMAP_SCAN it never starts and leaves the
+ * work to khugepaged.
  *
  * A collapse changes the memory map, so the thread never starts one while
  * a child lives or a fork quiet window is open (the main thread publishes
@@ -175,16 +176,16 @@ typedef struct {
 
 /* A range in part resident may be a huge page that jemalloc purged in
  * part (MADV_DONTNEED inside it, after deletes or activedefrag): the
- * kernel unmaps those 4 KiB pages, so they leave RSS,
- * but keeps the 2 MiB page whole, and in use, on its deferred-split list
- * until memory runs short. MADV_COLD on one resident page splits such a
- * huge page now and frees its unmapped pages (Linux 5.4+; a huge page
- * still shared with a child is left alone). On an ordinary page it only
- * marks that page as a reclaim candidate, which its next access undoes.
- * Not rate-limited: a split costs some hundred microseconds of this
- * thread's time, a range already split almost nothing. Like a collapse it
- * waits while the event loop is slow: splits beside activedefrag, which
- * makes every loop slow, made the clients' worst stalls 4x longer. */
+ * kernel unmaps those 4 KiB pages, so they leave RSS, but keeps the 2 MiB
+ * page whole, and in use, on its deferred-split list until memory runs
+ * short. MADV_COLD on one resident page splits such a huge page now and
+ * frees its unmapped pages (Linux 5.4+; a huge page still shared with a
+ * child is left alone). On an ordinary page it only marks that page as a
+ * reclaim candidate, which its next access undoes. Not rate-limited: a
+ * split costs some hundred microseconds of this thread's time, a range
+ * already split almost nothing. Like a collapse it waits while the event
+ * loop is slow: splits beside activedefrag, which makes every iteration
+ * slow, stall the clients. */
 static void splitPurgedRange(uint64_t page, passState *p) {
     if (!waitAllowed()) {
         p->stopped = 1;
