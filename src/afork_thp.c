@@ -252,9 +252,8 @@ void aforkThpLoopSample(long long usec, int window_open) {
  * split; RSS alone does not show it (activedefrag frees as much as it
  * allocates). Once jemalloc has purged 1/64 of RSS, and at least 32 MB,
  * since the last pass, a split-only pass splits those huge pages and
- * collapses nothing (that would fill the holes again). Such a pass reads
- * the heap's page map and splits what it finds: milliseconds per GB of
- * the collapse thread's time. rss: as INFO used_memory_rss. */
+ * collapses nothing (that would fill the holes again); it runs in the
+ * collapse thread. rss: as INFO used_memory_rss. */
 #define PURGED_MIN (32ULL << 20)
 void aforkThpCron(size_t rss) {
     static mstime_t last = 0;
