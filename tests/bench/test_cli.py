@@ -105,3 +105,25 @@ def test_hold_reporting_refused_where_the_kernel_cannot(tmp_path, monkeypatch):
         assert "cannot hold free page reporting back" in str(e)
     else:
         raise AssertionError("hold_reporting() did not refuse")
+
+
+def test_memory_touched_again_only_under_a_capped_hold(monkeypatch):
+    # a block left free longer than a capped hold is reported between runs:
+    # the run's memory is touched again before each run then, and only then
+    import argparse
+    from forkbench import cli, machine
+    touched = []
+    monkeypatch.setattr(machine, "pretouch",
+                        lambda n: touched.append(n) or {"gib": n / machine.GIB, "seconds": 0.1})
+    said = []
+
+    def run(held, nbytes=3 << 30):
+        a = argparse.Namespace(reporting_held=held, pretouch_bytes=nbytes)
+        cli.touch_again(a, said.append)
+    run(None)
+    run({"min_free_ms": machine.HOLD_MS, "max_waiting_mib": 1})
+    run({"min_free_ms": 300000, "max_waiting_mib": 1}, nbytes=0)
+    assert touched == []
+    run({"min_free_ms": 300000, "max_waiting_mib": 1})
+    assert touched == [3 << 30]
+    assert "touched again" in said[0] and "300 s" in said[0]
