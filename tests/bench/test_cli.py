@@ -127,3 +127,21 @@ def test_memory_touched_again_only_under_a_capped_hold(monkeypatch):
     run({"min_free_ms": 300000, "max_waiting_mib": 1})
     assert touched == [3 << 30]
     assert "touched again" in said[0] and "300 s" in said[0]
+
+
+def test_pretouch_touches_in_huge_pages_where_the_kernel_gives_them():
+    # a heap in huge pages gets whole 2 MiB blocks: the pre-touch must back
+    # such blocks, not 4 KiB pages scattered over the free lists
+    from forkbench import machine
+    mode = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    def faults():
+        # huge-page faults, whether they got a huge page or fell back
+        v = dict(line.split() for line in open("/proc/vmstat"))
+        return int(v["thp_fault_alloc"]) + int(v["thp_fault_fallback"])
+    before = faults()
+    t = machine.pretouch(64 * machine.MIB)
+    assert t["gib"] >= 0.06
+    if "[never]" in mode:
+        assert faults() == before
+    else:
+        assert faults() - before >= 16
