@@ -291,7 +291,8 @@ def prepare_machine(args):
     if not args.no_pretouch:
         need = max(largest_need(s, args.variants, args.scenario)[0] for s in args.sizes)
         args.pretouch_bytes = need
-        pretouched = machine.pretouch(need)
+        pretouched = (machine.pretouch_reported(need) if args.reporting_held
+                      else machine.pretouch(need))
         note("pre-touched %.2f GiB of memory in %.2f s" % (pretouched["gib"],
                                                          pretouched["seconds"]))
     return before, pretouched
@@ -313,13 +314,15 @@ def touch_again(args, say):
     day), memory left free longer than the cap between runs is reported
     and would be backed again inside the next server's figures, in the
     main thread of a server that faults in huge pages: touch the run's
-    memory again before each run."""
+    memory again before each run, and say how much of it the VM reported
+    at once all the same."""
     held = args.reporting_held
     if not held or not args.pretouch_bytes or held["min_free_ms"] >= machine.HOLD_MS:
         return
-    t = machine.pretouch(args.pretouch_bytes)
-    say("memory touched again before the run (reports held for %d s at most): %.2f GiB in %.2f s"
-        % (held["min_free_ms"] // 1000, t["gib"], t["seconds"]))
+    t = machine.pretouch_reported(args.pretouch_bytes)
+    say("memory touched again before the run (reports held for %d s at most): %.2f GiB in "
+        "%.2f s, %s KiB reported to the host right after"
+        % (held["min_free_ms"] // 1000, t["gib"], t["seconds"], t["reported_kib"]))
 
 
 def run_all(args, runs, progress, monitor):

@@ -313,6 +313,27 @@ def hold_reporting():
     return was
 
 
+def reported_kib():
+    """What the VM has reported to its host so far (KiB), or None."""
+    try:
+        return int(read(os.path.join(REPORTING, "reported_kib"), ""))
+    except ValueError:
+        return None
+
+
+def pretouch_reported(nbytes, settle_s=3.0):
+    """pretouch(), then how much of the memory the VM reported to its host
+    in the settle_s after it (KiB, None where it cannot tell): a kernel
+    that caps the hold, or that holds only whole max-order blocks, reports
+    some freed blocks at once, touched or not, and a server given them
+    waits while the host backs them again."""
+    t = pretouch(nbytes)
+    before = reported_kib()
+    time.sleep(settle_s)
+    t["reported_kib"] = None if before is None else reported_kib() - before
+    return t
+
+
 def set_largest(path, want, floor=1000):
     """Write `want` into the parameter at `path`, or, where the kernel caps it
     (EINVAL: some kernels cap min_free_ms at minutes), the largest value it

@@ -113,8 +113,9 @@ def test_memory_touched_again_only_under_a_capped_hold(monkeypatch):
     import argparse
     from forkbench import cli, machine
     touched = []
-    monkeypatch.setattr(machine, "pretouch",
-                        lambda n: touched.append(n) or {"gib": n / machine.GIB, "seconds": 0.1})
+    monkeypatch.setattr(machine, "pretouch_reported",
+                        lambda n: touched.append(n) or {"gib": n / machine.GIB, "seconds": 0.1,
+                                                        "reported_kib": 0})
     said = []
 
     def run(held, nbytes=3 << 30):
@@ -145,3 +146,13 @@ def test_pretouch_touches_in_huge_pages_where_the_kernel_gives_them():
         assert faults() == before
     else:
         assert faults() - before >= 16
+
+
+def test_pretouch_reported_says_what_the_vm_reported_after_it(monkeypatch):
+    from forkbench import machine
+    monkeypatch.setattr(machine, "pretouch", lambda n: {"gib": 1.0, "seconds": 0.1})
+    counter = iter([1000, 1600])
+    monkeypatch.setattr(machine, "reported_kib", lambda: next(counter))
+    assert machine.pretouch_reported(1 << 30, settle_s=0)["reported_kib"] == 600
+    monkeypatch.setattr(machine, "reported_kib", lambda: None)
+    assert machine.pretouch_reported(1 << 30, settle_s=0)["reported_kib"] is None
