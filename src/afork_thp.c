@@ -91,6 +91,11 @@ void aforkThpHeapSetup(const char *root, int vm_page_reporting) {
     if (autom) thp.asked = thpHeapAuto(root, thpCollapseScanWorks(), vm_page_reporting, why, sizeof(why));
     thp.heap = thpHeapSetup(thp.asked, autom ? why : NULL, root, thp.status, sizeof(thp.status));
     if (thp.heap) thpSlackSetup();
+    if (thp.heap && !autom && vm_page_reporting)
+        serverLog(LL_WARNING, "fork-thp yes on a VM that reports free memory to its host: the first "
+                  "write to each new huge page of the keyspace waits while the host backs its 2 MiB, "
+                  "milliseconds in the main thread each time the dataset grows into memory the host "
+                  "took back (fork-thp auto stays off here)");
 }
 
 /* linuxMemoryWarnings(): skip upstream's THP disabling and warning. */

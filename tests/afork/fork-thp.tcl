@@ -387,6 +387,8 @@ foreach {name more warm} [list no-balloon {} 0 reporting-balloon [subst $balloon
             assert_equal [thp_info vm_free_page_reporting] $warm
             assert_equal [thp_info fork_thp_collapse_warm] $warm
             assert_equal [thp_info fork_thp_collapse_warm_auto] 1
+            # Forced on where auto would stay off: the log says what it costs.
+            assert_equal [llength [thp_log_lines {*fork-thp yes on a VM that reports free memory*}]] $warm
             # Set, the deprecated option wins over the machine.
             r config set fork-thp-collapse-warm [expr {$warm ? "no" : "yes"}]
             assert_equal [thp_info fork_thp_collapse_warm] [expr {!$warm}]
