@@ -324,9 +324,8 @@ def reported_kib():
 def pretouch_reported(nbytes, settle_s=3.0):
     """pretouch(), then how much of the memory the VM reported to its host
     in the settle_s after it (KiB, None where it cannot tell): a kernel
-    that caps the hold, or that holds only whole max-order blocks, reports
-    some freed blocks at once, touched or not, and a server given them
-    waits while the host backs them again."""
+    may report some freed blocks at once under a hold all the same, and a
+    server given them waits while the host backs them again."""
     t = pretouch(nbytes)
     before = reported_kib()
     time.sleep(settle_s)
@@ -368,10 +367,8 @@ def pretouch(nbytes, keep_free=512 * MIB):
     """Fault in `nbytes` of anonymous memory once (at most MemAvailable minus
     `keep_free`), then give it back; return what was touched and how fast.
     In huge pages where the kernel gives them (MADV_HUGEPAGE): a server
-    whose heap is in huge pages is given whole 2 MiB blocks, and memory
-    touched in 4 KiB pages comes back to the free lists where those
-    allocations do not find it first, so they could still land on blocks
-    the host had taken back."""
+    whose heap is in huge pages is given whole 2 MiB blocks, the kind this
+    then backs."""
     nbytes = int(min(nbytes, meminfo("MemAvailable") - keep_free))
     if nbytes <= 0:
         return {"gib": 0.0, "seconds": 0.0}
