@@ -1,0 +1,68 @@
+"""forkbench.probe against a real redis-server: every round trip lands in
+its file, and the probe keeps Python's collector off while it samples."""
+import gzip
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import BENCH, TOP
+
+SERVER = os.path.join(TOP, "build", "redis-8.0.6", "src", "redis-server")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture
+def server():
+    if not os.access(SERVER, os.X_OK):
+        pytest.skip("no %s (make builds it)" % SERVER)
+    port = free_port()
+    proc = subprocess.Popen([SERVER, "--port", str(port), "--save", "", "--appendonly", "no"],
+                            stdout=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            break
+        except OSError:
+            if time.time() > deadline:
+                proc.kill()
+                raise
+            time.sleep(0.05)
+    yield port
+    proc.kill()
+    proc.wait()
+
+
+def test_probe_writes_every_round_trip_and_keeps_the_collector_off(server, tmp_path):
+    out = str(tmp_path / "probe.csv.gz")
+    # the collector stays off while the probe samples: a full collection
+    # walks every object, and its pause would land inside a round trip
+    code = ("import gc, sys; sys.argv = ['probe', '%d', %r]; "
+            "from forkbench import probe; probe.main(); "
+            "print('collector on' if gc.isenabled() else 'collector off')" % (server, out))
+    env = dict(os.environ, PYTHONPATH=BENCH)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            env=env)
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert proc.stdout.read().strip() == "collector off"
+    with gzip.open(out, "rt") as f:
+        assert next(f) == "unix_time,rtt_ms\n"
+        rows = [tuple(map(float, line.split(","))) for line in f]
+    assert len(rows) > 500
+    assert all(b[0] > a[0] for a, b in zip(rows, rows[1:]))
+    assert all(0 < rtt < 1000 for _, rtt in rows)
