@@ -11,16 +11,9 @@ import time
 import pytest
 
 from conftest import BENCH, TOP
+from forkbench.server import free_port
 
 SERVER = os.path.join(TOP, "build", "redis-8.0.6", "src", "redis-server")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture
