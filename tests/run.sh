@@ -151,7 +151,7 @@ run_pytest() {
         failures+=("[err]: the bench's venv could not be made (pytest-bench.log)")
         return
     fi
-    (cd "$top" && PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python3" -m pytest -p no:cacheprovider \
+    (cd "$top" && TREE=$tree PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python3" -m pytest -p no:cacheprovider \
         -rfEs tests/bench) 2>&1 | tee -a "$log"
     rc=${PIPESTATUS[0]}
     summary=$(grep -E '^=+ .* in [0-9.]+s' "$log" | tail -1)

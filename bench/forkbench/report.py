@@ -470,9 +470,9 @@ def machine_lines(m):
                      % (p["gib"], p["seconds"]))
         if p.get("reported_kib"):
             lines.append("- **the hold did not hold it all**: the VM reported %d MiB of it to "
-                         "its host within seconds (touched again before each run, the same "
-                         "happens): a server's first new huge pages can wait while the host "
-                         "backs them again" % (p["reported_kib"] // 1024))
+                         "its host within seconds (the run's output says how much after each "
+                         "touch before a run): a server's first new huge pages can wait while "
+                         "the host backs them again" % (p["reported_kib"] // 1024))
     for w in m.get("warnings", []):
         lines.append("- **warning**: " + w)
     return lines

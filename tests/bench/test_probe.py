@@ -13,7 +13,9 @@ import pytest
 from conftest import BENCH, TOP
 from forkbench.server import free_port
 
-SERVER = os.path.join(TOP, "build", "redis-8.0.6", "src", "redis-server")
+# the built tree: TREE as tests/run.sh gives it, else make's default
+SERVER = os.path.join(os.environ.get("TREE") or os.path.join(TOP, "build", "redis-8.0.6"),
+                      "src", "redis-server")
 
 
 @pytest.fixture
