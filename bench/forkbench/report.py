@@ -75,6 +75,9 @@ def site_labels(p, what, during):
     (rewrite, sync), `what` names the site, `during` its window."""
     return [
         (p + "_load_s", "load length of the control and the %s's run (s)" % what),
+        (p + "_anon_huge_mb", "at the %s's start: the server's memory in whole huge pages (MB)"
+         % what),
+        (p + "_split_ranges", "at the %s's start: ranges fork-thp split since startup" % what),
         (p + "_fork_ms", "under load: fork for the %s, parent blocked (ms)" % what),
         (p + "_child_s", "under load: life of the %s's child (s, polled)" % what),
         (p + "_child_life_ms", "under load: life of the %s's child (ms, INFO fork)" % what),

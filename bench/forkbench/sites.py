@@ -41,7 +41,8 @@ One run (one server, one size, one repetition), as the fork scenario's:
             (its offset reaching the primary's, DBSIZE equal, a sample of
             the primary's keys present).
 
-Figures (prefix `rewrite_` or `sync_`): fork time, the child's life
+Figures (prefix `rewrite_` or `sync_`): the heap as the site starts
+(memory in whole huge pages, ranges fork-thp split), fork time, the child's life
 (polled, every server; redis-afork's exact INFO fork figure beside), the
 site's length (rewrite: BGREWRITEAOF to done; sync: REPLICAOF to synced),
 COW, the load's figures over the run, and over the site's window the
@@ -52,6 +53,7 @@ import re
 import shutil
 import time
 
+from .growth import anon_huge_mb
 from .load import (LoadRun, gap_summary, load_requests, ping_percentile, window_rps,
                    write_save_marks)
 from .progress import fmt_secs
@@ -310,12 +312,25 @@ def check_target(srv, scenario):
     return int(got[1])
 
 
+def heap_at_start(srv, p, fig):
+    """The heap as the site starts: how much of it huge pages map whole
+    (a fork copies one entry for each, 512 for the rest), and with fork-thp
+    how many ranges its collapse thread has split since the server started."""
+    huge = anon_huge_mb(srv)
+    if huge is not None:
+        fig[p + "_anon_huge_mb"] = huge
+    split = srv.info("fork").get("fork_thp_collapse_split_ranges")
+    if split is not None:
+        fig[p + "_split_ranges"] = int(split)
+
+
 def site_run(srv, args, keys, requests, seconds, tag, scenario, fig, replica=None):
     """The load with the site started a third in; its figures into fig."""
     p = SITES[scenario]["prefix"]
     limit = 600 + 120 * fig["used_memory_mb"] / 1024.0
     run = LoadRun(srv, args, keys, requests, tag)
     time.sleep(seconds / 3.0)
+    heap_at_start(srv, p, fig)
     if replica is None:
         ev = rewrite(srv, limit)
     else:

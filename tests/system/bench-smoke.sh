@@ -246,7 +246,7 @@ need = ["keys", "nosave_rps", "nosave_max_ms", "nosave_max_gap_ms", "nosave_ping
         p + "_load_s", p + "_fork_ms", p + "_child_s", p + "_s", p + "_cow_mb", p + "_rps",
         p + "_p99_ms", p + "_max_ms", p + "_vs_control_max", p + "_gaps_over_1ms",
         p + "_max_gap_ms", p + "_child_max_gap_ms", p + "_after_max_gap_ms",
-        p + "_outlasted_load", "peak_rss_mb"]
+        p + "_outlasted_load", "peak_rss_mb", p + "_anon_huge_mb"]
 need += (["idle_rewrite_fork_ms", "idle_rewrite_s", "idle_rewrite_cow_mb"] if p == "rewrite"
          else ["idle_fork_ms_median", "idle_save_s", "sync_catchup_s", "sync_rdb_channel"])
 raw = {}
@@ -264,6 +264,9 @@ for v in variants:
                 problems.append("%s rep %d lacks %s" % (v, rep, m))
         if raw.get((v, str(rep), p + "_fork_ms"), 0) <= 0:
             problems.append("%s rep %d: no fork time" % (v, rep))
+        # redis-afork's INFO fork counts fork-thp's splits, stock's has not
+        if ((v, str(rep), p + "_split_ranges") in raw) == (v == "stock"):
+            problems.append("%s: fork-thp's split ranges only on redis-afork" % v)
         # redis-afork's INFO fork has the child's exact life, stock's has not
         if ((v, str(rep), p + "_child_life_ms") in raw) == (v == "stock"):
             problems.append("%s: the child's life from INFO fork only on redis-afork" % v)
