@@ -41,8 +41,8 @@ One run (one server, one size, one repetition), as the fork scenario's:
             (its offset reaching the primary's, DBSIZE equal, a sample of
             the primary's keys present).
 
-Figures (prefix `rewrite_` or `sync_`): the heap as the site starts
-(memory in whole huge pages, ranges fork-thp split), fork time, the child's life
+Figures (prefix `rewrite_` or `sync_`): the memory as the site starts
+(in whole huge pages, ranges fork-thp split), fork time, the child's life
 (polled, every server; redis-afork's exact INFO fork figure beside), the
 site's length (rewrite: BGREWRITEAOF to done; sync: REPLICAOF to synced),
 COW, the load's figures over the run, and over the site's window the
@@ -313,9 +313,10 @@ def check_target(srv, scenario):
 
 
 def heap_at_start(srv, p, fig):
-    """The heap as the site starts: how much of it huge pages map whole
-    (a fork copies one entry for each, 512 for the rest), and with fork-thp
-    how many ranges its collapse thread has split since the server started."""
+    """The server's memory as the site starts: how much of it huge pages
+    map whole (a fork copies one entry per 2 MiB of it, one per 4 KiB of
+    the rest), and with fork-thp how many ranges its collapse thread has
+    split since the server started."""
     huge = anon_huge_mb(srv)
     if huge is not None:
         fig[p + "_anon_huge_mb"] = huge
