@@ -1,5 +1,6 @@
-"""forkbench.probe against a real redis-server: every round trip lands in
-its file, and the probe keeps Python's collector off while it samples."""
+"""forkbench.probe and the load against a real redis-server: every round
+trip lands in its file, the probe keeps Python's collector off while it
+samples, and a load's end is redis-benchmark's own."""
 import gzip
 import os
 import signal
@@ -7,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import types
 
 import pytest
 
@@ -61,3 +63,19 @@ def test_probe_writes_every_round_trip_and_keeps_the_collector_off(server, tmp_p
     assert len(rows) > 500
     assert all(b[0] > a[0] for a, b in zip(rows, rows[1:]))
     assert all(0 < rtt < 1000 for _, rtt in rows)
+
+
+def test_a_load_ends_when_redis_benchmark_ends_not_when_it_is_collected(server, tmp_path):
+    # A save or sync the caller waited for before finish() may outlast the
+    # load: the end finish() gives must be redis-benchmark's own, or the
+    # bench could never flag it (t_done > t_end).
+    from forkbench import load
+    args = types.SimpleNamespace(out=str(tmp_path), tools=os.path.dirname(SERVER),
+                                 value_size=16)
+    srv = types.SimpleNamespace(port=server)
+    run = load.LoadRun(srv, args, 1000, 20000, "t")
+    time.sleep(3)                      # 20000 SETs take well under a second
+    t_collected = time.time()
+    res, samples, t_end = run.finish()
+    assert run.bench.t_start < t_end < t_collected - 1.0
+    assert res["rps"] > 0 and samples
