@@ -15,7 +15,8 @@
  * Only a size above SLACK_MIN_SIZE can leave a whole page: below it the
  * size classes are at most a page apart. The others cost one comparison.
  *
- * Included by zmalloc.c only, after its allocator macros, which thereby
+ * Included by zmalloc.c only, after its allocator macros (including the
+ * *_with_usize ones of Redis 8.2 and newer), which thereby
  * defines afork_alloc_slack_flags (redis-cli and redis-benchmark link
  * zmalloc.o without the server's files). With Redis's own jemalloc it
  * redefines zmalloc.c's malloc, calloc and realloc to the functions below;
@@ -75,6 +76,44 @@ static inline void *aforkRealloc(void *ptr, size_t size) {
 #define malloc(size) aforkMalloc(size)
 #define calloc(count,size) aforkCalloc(count,size)
 #define realloc(ptr,size) aforkRealloc(ptr,size)
+
+#if defined(HAVE_ALLOC_WITH_USIZE)
+/* Redis 8.2 and newer allocate through jemalloc's *_with_usize() calls,
+ * which also return the usable size; the same routing, the size read
+ * back with sallocx() when the slack arena took the allocation. */
+static inline void *aforkMallocWithUsize(size_t size, size_t *usize) {
+    int flags = aforkAllocFlags(size);
+    if (!flags) return je_malloc_with_usize(size, usize);
+    void *ptr = je_mallocx(size, flags);
+    if (ptr) *usize = je_sallocx(ptr, 0);
+    return ptr;
+}
+
+static inline void *aforkCallocWithUsize(size_t count, size_t size, size_t *usize) {
+    if (size && count > SIZE_MAX / size) return je_calloc_with_usize(count, size, usize);
+    int flags = aforkAllocFlags(count * size);
+    if (!flags) return je_calloc_with_usize(count, size, usize);
+    void *ptr = je_mallocx(count * size, flags | MALLOCX_ZERO);
+    if (ptr) *usize = je_sallocx(ptr, 0);
+    return ptr;
+}
+
+static inline void *aforkReallocWithUsize(void *ptr, size_t size, size_t *old_usize, size_t *new_usize) {
+    int flags = ptr ? aforkAllocFlags(size) : 0;
+    if (!flags) return je_realloc_with_usize(ptr, size, old_usize, new_usize);
+    *old_usize = je_sallocx(ptr, 0);
+    void *newptr = je_rallocx(ptr, size, flags);
+    if (newptr) *new_usize = je_sallocx(newptr, 0);
+    return newptr;
+}
+
+#undef malloc_with_usize
+#undef calloc_with_usize
+#undef realloc_with_usize
+#define malloc_with_usize(size,usize) aforkMallocWithUsize(size,usize)
+#define calloc_with_usize(num,size,usize) aforkCallocWithUsize(num,size,usize)
+#define realloc_with_usize(ptr,size,old,new) aforkReallocWithUsize(ptr,size,old,new)
+#endif /* HAVE_ALLOC_WITH_USIZE */
 
 #endif /* USE_JEMALLOC && !USE_SYSTEM_JEMALLOC */
 #endif
