@@ -20,7 +20,6 @@
  *                    that re-collapses them after each child; its parts
  *                    (afork_thp_heap.c, afork_thp_collapse.c,
  *                    afork_thp_host.c) are reached through afork_thp.c only
- *   afork_spawn.c    Sentinel's scripts started with posix_spawn
  *   afork_util.c     helpers any module may use: /proc and /sys reading,
  *                    the kernel version, jemalloc options
  *
@@ -52,7 +51,6 @@
 #include "afork_kernel.h"
 #include "afork_system.h"
 #include "afork_thp.h"
-#include "afork_spawn.h"
 #include "afork_util.h"
 
 #define AFORK_PROBE_PERIOD_MS 5000      /* Async-fork kernel interfaces */
@@ -332,7 +330,7 @@ sds aforkInfoServer(sds info) {
 }
 
 /* --version of redis-server, redis-check-rdb and redis-check-aof: the
- * upstream line ("v=8.0.6 sha=... build=...") is kept as it is, for the
+ * upstream line ("v=X.Y.Z sha=... build=...") is kept as it is, for the
  * tools that parse it, and " afork=<version>" is appended. */
 sds aforkVersion(sds version) {
     return sdscatprintf(version, " afork=%s", AFORK_VERSION);
@@ -374,11 +372,6 @@ int aforkCheckForkThp(sds *msg) {
 }
 
 /* ------------------------------------------------------ the rest */
-
-/* sentinelRunPendingScripts, in place of fork(). */
-pid_t aforkSpawnScript(char **argv) {
-    return aforkSpawnProcess(argv);
-}
 
 /* CONFIG SET fork-thp-collapse-rate. */
 int aforkApplyThpTuning(const char **err) {

@@ -62,9 +62,6 @@ sds aforkLatencyAdvice(sds report, const char *event, int *advices);
 int aforkCheckAsyncFork(sds *msg);
 int aforkCheckForkThp(sds *msg);
 
-/* Sentinel's scripts. */
-pid_t aforkSpawnScript(char **argv);
-
 /* Config owned by afork.c (afork_config.h rows and their apply functions). */
 extern char *afork_probe_root;
 extern int afork_debug_fork_preempt;
