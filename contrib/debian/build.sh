@@ -9,7 +9,7 @@
 #       does; fail naming the first patch that does not apply (make
 #       check-patches runs this when the Debian tarball is in the cache).
 #
-# OUTDIR/redis-8.0.6/ is Debian's source package (the orig tarball and
+# OUTDIR/redis-<version>/ is Debian's source package (the orig tarball and
 # debian/ of upstream/pin) with:
 #   - contrib/debian/packaging.patch applied to debian/ (renamed binary
 #     packages, same unit and file names; see the patch's header);
@@ -18,7 +18,7 @@
 #     to Debian's series, so they apply after all of Debian's patches (its
 #     CVE fixes and packaging defaults), as upstream/tree.sh applies them
 #     after the CVE fixes;
-#   - a changelog entry for version DEB_VERSION+aforkN (5:8.0.6-3+afork1).
+#   - a changelog entry for version DEB_VERSION+aforkN.
 # dpkg-buildpackage then builds the source package and the .debs into
 # OUTDIR, with DEB_BUILD_OPTIONS=nocheck (and the nocheck profile): the
 # package's check step runs upstream's whole Tcl suite with one client plus
