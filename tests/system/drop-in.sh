@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# drop-in.sh -- redis-afork takes the place of stock Redis of the same
+# release (build/stock, make stock) on the same data and in the same
+# replication set, seen from outside: files, replication and digests.
+#
+#  - data files: stock Redis writes a dataset of every data type (strings,
+#    integers, lists, sets and sorted sets in their small and large
+#    encodings, hashes with and without field TTLs, streams with consumer
+#    groups and pending entries, HyperLogLog, bitmaps, geo, keys with a
+#    TTL, a function library) to an RDB (SAVE) and, after more writes, to a
+#    multi-part AOF (a base written by BGREWRITEAOF plus an incr file);
+#    redis-afork started on each has the writer's DEBUG DIGEST, field TTLs,
+#    stream groups and functions;
+#  - replication both ways (stock primary, redis-afork replica; redis-afork
+#    primary, stock replica), disk-based and diskless full sync: the
+#    replica's digest is the primary's; then the link is dropped, the
+#    primary takes writes, and the replica catches up by a partial resync
+#    (the primary's sync_partial_ok rises, sync_full does not);
+#  - an RDB of a newer format than this release's (the version in its
+#    header raised by one): redis-afork refuses to start on it, with
+#    upstream's "Can't handle RDB format version" message, and leaves the
+#    file as it was.
+# Runs in about 20 s on an idle 2-CPU machine.
+. "$(dirname "$0")/lib.sh"
+
+afork=$tree/src/redis-server
+stockd=$stock/src/redis-server
+cli=$tree/src/redis-cli
+declare -A pid=()
+
+cleanup() {
+    local p
+    for p in "${pid[@]}"; do kill -KILL "$p" 2>/dev/null; done
+    for p in "${pid[@]}"; do wait "$p" 2>/dev/null; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [ ! -x "$stockd" ]; then
+    err "drop-in" "no stock build at $stock (make stock)"
+    exit 1
+fi
+
+c() { local p=$1; shift; timeout 20 "$cli" -p "$p" "$@" 2>&1 | tr -d '\r'; }
+field() { c "$1" info "$2" | sed -n "s/^$3://p"; }
+wait_until() {
+    local end=$(( $(date +%s) + $1 ))
+    shift
+    until "$@"; do
+        [ "$(date +%s)" -lt "$end" ] || return 1
+        sleep 0.1
+    done
+}
+
+# start NAME BINARY PORT [DIRECTIVE...]: a server in $work/NAME.
+start() {
+    local name=$1 bin=$2 port=$3 d=$work/$1
+    shift 3
+    mkdir -p "$d"
+    {
+        echo "port $port"
+        echo "bind 127.0.0.1"
+        echo "dir $d"
+        echo "logfile $d/log.txt"
+        echo "save \"\""
+        echo "enable-debug-command local"
+        echo "repl-diskless-sync-delay 0"
+        printf '%s\n' "$@"
+    } >"$d/redis.conf"
+    "$bin" "$d/redis.conf" >>"$d/stderr.txt" 2>&1 &
+    pid[$name]=$!
+    wait_until 10 sh -c "[ \"\$(timeout 2 '$cli' -p $port ping 2>/dev/null)\" = PONG ]" ||
+        { err "start $name" "no PONG on port $port: $(tail -n 5 "$d/log.txt" 2>/dev/null)"; return 1; }
+}
+
+stop() {  # SHUTDOWN NOSAVE: the files stay as they are
+    local name=$1 port=$2
+    c "$port" shutdown nosave >/dev/null
+    wait "${pid[$name]}" 2>/dev/null
+    unset "pid[$name]"
+}
+
+# The dataset, as RESP for redis-cli --pipe: ROUND 1 writes everything,
+# ROUND 2 changes some of it (for the AOF's incr part and the partial
+# resyncs).
+cat >"$work/data.py" <<'PY'
+import sys
+
+def cmd(*args):
+    out = ["*%d\r\n" % len(args)]
+    for a in args:
+        a = str(a).encode()
+        out.append("$%d\r\n" % len(a))
+        out.append(a.decode() + "\r\n")
+    sys.stdout.write("".join(out))
+
+rnd = int(sys.argv[1])
+FAR = 4102444800  # 2100-01-01: TTLs that stay far in the future, so that a
+                  # dataset written once can be read again later
+if rnd == 1:
+    cmd("SET", "str", "hello")
+    cmd("SET", "int", 12345)
+    cmd("SET", "big", "x" * 100000)
+    cmd("SET", "ttl", "v", "EXAT", FAR)
+    cmd("RPUSH", "list:small", *range(10))
+    cmd("RPUSH", "list:big", *["item-%d-%s" % (i, "y" * 50) for i in range(3000)])
+    cmd("SADD", "set:int", *range(100))
+    cmd("SADD", "set:str", *["m%d" % i for i in range(20)])
+    cmd("SADD", "set:big", *["member-%d" % i for i in range(2000)])
+    cmd("ZADD", "zset:small", *sum([[i, "z%d" % i] for i in range(20)], []))
+    cmd("ZADD", "zset:big", *sum([[i * 0.5, "zm%d" % i] for i in range(2000)], []))
+    cmd("HSET", "hash:small", *sum([["f%d" % i, i] for i in range(10)], []))
+    cmd("HSET", "hash:big", *sum([["field%d" % i, "v" * 20] for i in range(2000)], []))
+    cmd("HSET", "hfe:small", *sum([["f%d" % i, i] for i in range(10)], []))
+    cmd("HEXPIREAT", "hfe:small", FAR, "FIELDS", 3, "f1", "f2", "f3")
+    cmd("HSET", "hfe:big", *sum([["field%d" % i, "v" * 20] for i in range(1000)], []))
+    cmd("HPEXPIREAT", "hfe:big", FAR * 1000 + 123, "FIELDS", 100, *["field%d" % i for i in range(100)])
+    for i in range(500):
+        cmd("XADD", "stream", "%d-1" % (i + 1), "k", i, "v", "val%d" % i)
+    cmd("XGROUP", "CREATE", "stream", "g1", "0")
+    cmd("XGROUP", "CREATE", "stream", "g2", "$")
+    cmd("XREADGROUP", "GROUP", "g1", "alice", "COUNT", 50, "STREAMS", "stream", ">")
+    cmd("XREADGROUP", "GROUP", "g1", "bob", "COUNT", 20, "STREAMS", "stream", ">")
+    cmd("XACK", "stream", "g1", "1-1", "2-1", "3-1")
+    cmd("PFADD", "hll", *["e%d" % i for i in range(1000)])
+    cmd("SETBIT", "bitmap", 100000, 1)
+    cmd("GEOADD", "geo", 13.361389, 38.115556, "Palermo", 15.087269, 37.502669, "Catania")
+    cmd("SELECT", 3)
+    cmd("SET", "db3:key", "in db 3")
+    cmd("SELECT", 0)
+    cmd("FUNCTION", "LOAD", "#!lua name=dropin\nredis.register_function{function_name='dropin_echo', callback=function(keys, args) return args[1] end, flags={'no-writes'}}")
+else:
+    cmd("SET", "str", "changed")
+    cmd("INCRBY", "int", 10)
+    cmd("LPUSH", "list:big", "head")
+    cmd("SREM", "set:big", "member-7")
+    cmd("ZINCRBY", "zset:big", 5, "zm9")
+    cmd("HDEL", "hash:big", "field3")
+    cmd("HEXPIREAT", "hfe:small", FAR - 1000, "FIELDS", 1, "f4")
+    cmd("HPERSIST", "hfe:big", "FIELDS", 1, "field5")
+    for i in range(500, 600):
+        cmd("XADD", "stream", "%d-1" % (i + 1), "k", i)
+    cmd("XREADGROUP", "GROUP", "g2", "carol", "COUNT", 10, "STREAMS", "stream", ">")
+    cmd("XACK", "stream", "g1", "10-1")
+    cmd("DEL", "bitmap")
+    cmd("SET", "round2", "yes")
+PY
+load() {  # load PORT ROUND
+    local out
+    out=$(python3 "$work/data.py" "$2" | timeout 60 "$cli" -p "$1" --pipe 2>&1)
+    grep -q "errors: 0," <<<"$out" || { err "load round $2 on port $1" "$out"; return 1; }
+}
+
+# What must be equal between writer and reader: the digest, plus what the
+# digest may not cover (field TTLs, stream groups and PELs, functions).
+state() {
+    local p=$1
+    c "$p" debug digest
+    c "$p" hexpiretime hfe:small FIELDS 5 f0 f1 f2 f3 f4 | tr '\n' ' '; echo
+    c "$p" hpexpiretime hfe:big FIELDS 3 field0 field5 field500 | tr '\n' ' '; echo
+    c "$p" xinfo groups stream | tr '\n' ' '; echo
+    c "$p" xpending stream g1 | tr '\n' ' '; echo
+    c "$p" xpending stream g2 | tr '\n' ' '; echo
+    c "$p" function list | tr '\n' ' '; echo
+    c "$p" -n 3 get db3:key
+    c "$p" fcall_ro dropin_echo 0 ok
+}
+same_state() {  # same_state NAME PORT_A PORT_B
+    local a b
+    a=$(state "$2") b=$(state "$3")
+    if [ "$a" = "$b" ] && [ "$(head -n 1 <<<"$a")" != 0000000000000000000000000000000000000000 ]; then
+        ok "$1"
+    else
+        err "$1" "port $2 and port $3 differ: $(diff <(echo "$a") <(echo "$b") | head -n 8 | tr '\n' '|')"
+    fi
+}
+same_as_file() {  # same_as_file NAME PORT FILE
+    local a
+    a=$(state "$2")
+    if [ "$a" = "$(cat "$3")" ] && [ "$(head -n 1 <<<"$a")" != 0000000000000000000000000000000000000000 ]; then ok "$1"; else
+        err "$1" "differs from the writer's: $(diff "$3" <(echo "$a") | head -n 8 | tr '\n' '|')"
+    fi
+}
+
+# 1. Files written by stock Redis --------------------------------------------
+p1=$(free_port)
+start writer "$stockd" "$p1" "appendonly yes" "appendfsync always" || exit 1
+load "$p1" 1
+c "$p1" save >/dev/null
+state "$p1" >"$work/rdb.state"
+cp "$work/writer/dump.rdb" "$work/stock.rdb"
+c "$p1" bgrewriteaof >/dev/null
+wait_until 30 sh -c "[ \"\$(timeout 2 '$cli' -p $p1 info persistence | tr -d '\r' | sed -n 's/^aof_rewrite_in_progress://p')\" = 0 ] && [ \"\$(timeout 2 '$cli' -p $p1 info persistence | tr -d '\r' | sed -n 's/^aof_rewrite_scheduled://p')\" = 0 ]" ||
+    err "stock AOF rewrite" "did not end"
+load "$p1" 2
+state "$p1" >"$work/aof.state"
+stop writer "$p1"
+parts=$(grep -c '^file ' "$work/writer/appendonlydir/"*.manifest 2>/dev/null)
+if grep -q 'type b' "$work/writer/appendonlydir/"*.manifest && grep -q 'type i' "$work/writer/appendonlydir/"*.manifest; then
+    ok "stock Redis wrote a multi-part AOF ($parts files: a base and an incr part)"
+else
+    err "stock Redis wrote a multi-part AOF" "manifest: $(cat "$work/writer/appendonlydir/"*.manifest 2>/dev/null | tr '\n' '|')"
+fi
+
+mkdir -p "$work/rdbread"
+cp "$work/stock.rdb" "$work/rdbread/dump.rdb"
+p2=$(free_port)
+if start rdbread "$afork" "$p2" "appendonly no"; then
+    same_as_file "redis-afork loads stock Redis's RDB: same digest, field TTLs, groups, functions" "$p2" "$work/rdb.state"
+    stop rdbread "$p2"
+fi
+mkdir -p "$work/aofread"
+cp -r "$work/writer/appendonlydir" "$work/aofread/"
+p3=$(free_port)
+if start aofread "$afork" "$p3" "appendonly yes"; then
+    same_as_file "redis-afork loads stock Redis's multi-part AOF: same digest, field TTLs, groups, functions" "$p3" "$work/aof.state"
+    stop aofread "$p3"
+fi
+
+# 2. Replication both ways ------------------------------------------------------
+link_up() { [ "$(field "$1" replication master_link_status)" = up ] &&
+    [ "$(field "$1" replication master_sync_in_progress)" = 0 ]; }
+offsets_met() { [ "$(field "$1" replication master_repl_offset)" = "$(field "$2" replication master_repl_offset)" ]; }
+
+# replicate NAME PRIMARY_BIN REPLICA_BIN DISKLESS(yes|no)
+replicate() {
+    local name=$1 pbin=$2 rbin=$3 diskless=$4 pp rp full0 part0 d
+    pp=$(free_port) rp=$(free_port)
+    d=repl$((++repl_n))
+    start "$d-p" "$pbin" "$pp" "repl-diskless-sync $diskless" || return
+    load "$pp" 1
+    start "$d-r" "$rbin" "$rp" || return
+    c "$rp" replicaof 127.0.0.1 "$pp" >/dev/null
+    if wait_until 30 link_up "$rp" && wait_until 10 offsets_met "$pp" "$rp"; then
+        same_state "$name: full sync (repl-diskless-sync $diskless): replica's digest is the primary's" "$pp" "$rp"
+    else
+        err "$name: full sync (repl-diskless-sync $diskless)" "link not up: $(tail -n 5 "$work/$d-r/log.txt")"
+        return
+    fi
+    full0=$(field "$pp" stats sync_full) part0=$(field "$pp" stats sync_partial_ok)
+    c "$rp" client kill type master >/dev/null
+    load "$pp" 2
+    if wait_until 30 link_up "$rp" && wait_until 10 offsets_met "$pp" "$rp" &&
+        [ "$(field "$pp" stats sync_partial_ok)" -gt "$part0" ] &&
+        [ "$(field "$pp" stats sync_full)" = "$full0" ]; then
+        same_state "$name: partial resync after a link drop: replica's digest is the primary's" "$pp" "$rp"
+    else
+        err "$name: partial resync after a link drop" "sync_full $full0 -> $(field "$pp" stats sync_full), sync_partial_ok $part0 -> $(field "$pp" stats sync_partial_ok)"
+    fi
+    stop "$d-r" "$rp"
+    stop "$d-p" "$pp"
+}
+repl_n=0
+replicate "stock primary, redis-afork replica" "$stockd" "$afork" no
+replicate "stock primary, redis-afork replica" "$stockd" "$afork" yes
+replicate "redis-afork primary, stock replica" "$afork" "$stockd" no
+replicate "redis-afork primary, stock replica" "$afork" "$stockd" yes
+
+# 3. An RDB of a newer format ------------------------------------------------------
+mkdir -p "$work/newer"
+python3 - "$work/stock.rdb" "$work/newer/dump.rdb" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+assert data[:5] == b"REDIS", data[:9]
+version = int(data[5:9])
+open(sys.argv[2], "wb").write(b"REDIS%04d" % (version + 1) + data[9:])
+PY
+before=$(sha256sum <"$work/newer/dump.rdb")
+p4=$(free_port)
+cat >"$work/newer/redis.conf" <<EOF
+port $p4
+bind 127.0.0.1
+dir $work/newer
+logfile $work/newer/log.txt
+save 60 1
+appendonly no
+EOF
+timeout 20 "$afork" "$work/newer/redis.conf" >"$work/newer/stderr.txt" 2>&1
+rc=$?
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "Can't handle RDB format version" "$work/newer/log.txt" &&
+    [ "$(sha256sum <"$work/newer/dump.rdb")" = "$before" ]; then
+    ok "an RDB of a newer format is refused with upstream's message and left as it was"
+else
+    err "an RDB of a newer format is refused" "exit $rc, log: $(tail -n 3 "$work/newer/log.txt" | tr '\n' '|'), file $( [ "$(sha256sum <"$work/newer/dump.rdb")" = "$before" ] && echo kept || echo changed)"
+fi
+exit "$status"
