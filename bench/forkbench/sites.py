@@ -8,7 +8,7 @@
                  primary: the child writes the RDB to disk, then the
                  primary sends the file;
   sync-diskless  the same with repl-diskless-sync yes: the child streams
-                 the RDB to the replica (Redis 8.0 by default over a
+                 the RDB to the replica (Redis 8 by default over a
                  dedicated rdb channel, the child writing to the socket
                  itself; with repl-rdb-channel no, or a peer without it,
                  through a pipe that the parent drains to the socket).

@@ -15,8 +15,17 @@ import pytest
 from conftest import BENCH, TOP
 from forkbench.server import free_port
 
+
+def _pinned_version():
+    with open(os.path.join(TOP, "upstream", "pin")) as pin:
+        for line in pin:
+            if line.startswith("REDIS_VERSION="):
+                return line.split("=", 1)[1].strip()
+    raise RuntimeError("upstream/pin has no REDIS_VERSION")
+
+
 # the built tree: TREE as tests/run.sh gives it, else make's default
-SERVER = os.path.join(os.environ.get("TREE") or os.path.join(TOP, "build", "redis-8.0.6"),
+SERVER = os.path.join(os.environ.get("TREE") or os.path.join(TOP, "build", "redis-" + _pinned_version()),
                       "src", "redis-server")
 
 

@@ -272,7 +272,7 @@ for v in variants:
             problems.append("%s: the child's life from INFO fork only on redis-afork" % v)
         want = {"sync-disk": 0, "sync-diskless": 1}.get(scenario)
         if want is not None and raw.get((v, str(rep), "sync_rdb_channel")) != want:
-            problems.append("%s: sync_rdb_channel %s, expected %d (Redis 8.0's default)"
+            problems.append("%s: sync_rdb_channel %s, expected %d (Redis 8's default)"
                             % (v, raw.get((v, str(rep), "sync_rdb_channel")), want))
 md = open(os.path.join(out, "results.md")).read()
 for text in ("# Fork cost (%s scenario)" % scenario, "the %s scenario's settings" % scenario,
