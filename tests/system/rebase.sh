@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # rebase.sh -- make rebase (upstream/rebase.sh) on a throw-away copy of the
 # repository, offline: onto the pinned release it does nothing; onto a
-# fabricated release (the pinned tarball with the line that patch 0003
-# hooks into changed, and patch 0016 already in it) it stops at 0003 naming
-# src/server.c, leaving upstream/pin and patches/ alone; once the conflict
-# is resolved and git am continued, a second run drops 0016, applies the
+# fabricated release (the pinned tarball with the line that the INFO server
+# patch hooks into changed, and the series' last patch already in it) it
+# stops at the INFO server patch naming src/server.c, leaving upstream/pin
+# and patches/ alone; once the conflict is resolved and git am continued,
+# a second run drops the last patch, applies the
 # rest and writes upstream/pin and patches/ for the new release, every
 # other patch carrying the same change.
 . "$(dirname "$0")/lib.sh"
@@ -42,20 +43,28 @@ else
     err "no-op rebase" "pin changed or build/ made: $(ls "$repo/build" 2>&1)"
 fi
 
-# The fabricated release: 8.0.99, the pinned tarball with one line changed
-# right where patch 0003 adds its hook and with patch 0016's change already
-# made (upstream took it), and Debian's packaging as pinned.
-new=8.0.99
+# The fabricated release: the pinned one with 99 as its patch level, the
+# pinned tarball with one line changed right where the INFO server patch
+# ($p3) adds its hook and with the series' last patch ($p16) already made
+# (upstream took it), and Debian's packaging as pinned. Both patches are
+# found by what they do, not by number, so the series may be regrouped.
+p3=$(cd "$repo/patches" && grep -l 'aforkInfoServer(info)' $(grep -v '^#' series) | head -n 1)
+p16=$(grep -v '^#' "$repo/patches/series" | tail -n 1)
+before_p3=$(( $(grep -v '^#' "$repo/patches/series" | grep -nx "$p3" | cut -d: -f1) - 1 ))
+new=${REDIS_VERSION%.*}.99
 mkdir "$work/fab"
 tar -xzf "$work/cache/$ORIG_TARBALL" -C "$work/fab"
 mv "$work/fab/redis-$REDIS_VERSION" "$work/fab/redis-$new"
 sed -i "s/\"$REDIS_VERSION\"/\"$new\"/" "$work/fab/redis-$new/src/version.h"
 sed -i 's|^\( *info = getListensInfoString(info);\)$|\1 /* rebase test */|' \
     "$work/fab/redis-$new/src/server.c"
-p16=$(grep '^0016-' "$repo/patches/series")
+if [ -z "$p3" ] || [ "$p3" = "$p16" ]; then
+    err "fabricated release" "no patch of patches/series adds aforkInfoServer(info), or it is the last one"
+    exit 1
+fi
 if ! grep -q 'rebase test' "$work/fab/redis-$new/src/server.c" ||
     ! patch -s -p1 -d "$work/fab/redis-$new" <"$repo/patches/$p16" >"$work/patch.log" 2>&1; then
-    err "fabricated release" "server.c lost the line patch 0003 hooks into, or $p16 does not apply: $(cat "$work/patch.log")"
+    err "fabricated release" "server.c lost the line $p3 hooks into, or $p16 does not apply: $(cat "$work/patch.log")"
     exit 1
 fi
 tar -czf "$work/redis_$new.orig.tar.gz" -C "$work/fab" "redis-$new"
@@ -86,7 +95,6 @@ expect_fail "an existing build/redis-$new is not overwritten" "redis-$new exists
     "${fab[@]}" "$rb" "$new"
 rmdir "$repo/build/redis-$new"
 
-p3=$(grep '^0003-' "$repo/patches/series")
 t=$repo/build/rebase/redis-$new
 if out=$("${fab[@]}" "$rb" "$new" 2>&1); then
     err "conflict" "the rebase did not stop"
@@ -115,15 +123,15 @@ else
     err "stop" "upstream/pin or patches/ changed before the rebase finished"
 fi
 ours=$(git -C "$t" log --oneline security-fixes..HEAD | wc -l)
-if [ "$ours" -eq 2 ] && [ "$(git -C "$t" rev-parse upstream^)" = "$(git -C "$t" rev-parse previous/upstream)" ]; then
-    ok "Redis $new is committed on top of the old upstream, patches 0001-0002 applied before the stop"
+if [ "$ours" -eq "$before_p3" ] && [ "$(git -C "$t" rev-parse upstream^)" = "$(git -C "$t" rev-parse previous/upstream)" ]; then
+    ok "Redis $new is committed on top of the old upstream, the $before_p3 patches before $p3 applied before the stop"
 else
     err "tree at the stop" "$ours of our patches applied; upstream^ $(git -C "$t" log --oneline -1 upstream^)"
 fi
 
 # Resolve as a person would: the new upstream line, the hook after it.
 # Keep our side of each conflict only: the patch's other hunks in the same
-# file (0003 also hooks getVersion) stay applied.
+# file (it also hooks getVersion) stay applied.
 awk '/^<<<<<<< /{c=1; next} c==1 && /^(\|\|\|\|\|\|\||=======)/{c=2; next}
      c==2 && /^>>>>>>> /{c=0; next} c!=2' "$t/src/server.c" >"$work/server.c" &&
     cp "$work/server.c" "$t/src/server.c"
@@ -161,8 +169,8 @@ if [ "$(git -C "$t" log --oneline security-fixes..HEAD | wc -l)" -eq $((n - 1)) 
 else
     err "new tree" "$(git -C "$t" log --oneline upstream..HEAD | wc -l) commits above upstream"
 fi
-# Every patch but 0016 makes the same change as before, in the same order
-# (only numbers, line numbers and blob ids may differ), 0003 with the new
+# Every patch but $p16 makes the same change as before, in the same order
+# (only numbers, line numbers and blob ids may differ), $p3 with the new
 # context line.
 changes() { grep -E '^[-+]' "$1" | grep -vE '^(\+\+\+|---)( |$)'; }
 same=yes
