@@ -10,7 +10,8 @@
 #    TTL, a function library) to an RDB (SAVE) and, after more writes, to a
 #    multi-part AOF (a base written by BGREWRITEAOF plus an incr file);
 #    redis-afork started on each has the writer's DEBUG DIGEST, field TTLs,
-#    stream groups and functions;
+#    stream groups and functions; the same for the files of older
+#    releases below;
 #  - replication both ways (stock primary, redis-afork replica; redis-afork
 #    primary, stock replica), disk-based and diskless full sync: the
 #    replica's digest is the primary's; then the link is dropped, the
@@ -20,6 +21,9 @@
 #    header raised by one): redis-afork refuses to start on it, with
 #    upstream's "Can't handle RDB format version" message, and leaves the
 #    file as it was.
+# The files of older releases are test assets (tests/system/drop-in-assets/
+# redis-X.Y.Z/, each written by that release with --write-files); each is
+# read the same way.
 # Runs in about 20 s on an idle 2-CPU machine.
 . "$(dirname "$0")/lib.sh"
 
@@ -183,39 +187,71 @@ same_as_file() {  # same_as_file NAME PORT FILE
 }
 
 # 1. Files written by stock Redis --------------------------------------------
-p1=$(free_port)
-start writer "$stockd" "$p1" "appendonly yes" "appendfsync always" || exit 1
-load "$p1" 1
-c "$p1" save >/dev/null
-state "$p1" >"$work/rdb.state"
-cp "$work/writer/dump.rdb" "$work/stock.rdb"
-c "$p1" bgrewriteaof >/dev/null
-wait_until 30 sh -c "[ \"\$(timeout 2 '$cli' -p $p1 info persistence | tr -d '\r' | sed -n 's/^aof_rewrite_in_progress://p')\" = 0 ] && [ \"\$(timeout 2 '$cli' -p $p1 info persistence | tr -d '\r' | sed -n 's/^aof_rewrite_scheduled://p')\" = 0 ]" ||
-    err "stock AOF rewrite" "did not end"
-load "$p1" 2
-state "$p1" >"$work/aof.state"
-stop writer "$p1"
-parts=$(grep -c '^file ' "$work/writer/appendonlydir/"*.manifest 2>/dev/null)
-if grep -q 'type b' "$work/writer/appendonlydir/"*.manifest && grep -q 'type i' "$work/writer/appendonlydir/"*.manifest; then
-    ok "stock Redis wrote a multi-part AOF ($parts files: a base and an incr part)"
-else
-    err "stock Redis wrote a multi-part AOF" "manifest: $(cat "$work/writer/appendonlydir/"*.manifest 2>/dev/null | tr '\n' '|')"
+# write_files BINARY OUT: BINARY writes the dataset's RDB (OUT/dump.rdb,
+# its state OUT/rdb.state) and, after round 2, its multi-part AOF
+# (OUT/appendonlydir, OUT/aof.state).
+write_files() {
+    local bin=$1 out=$2 p
+    p=$(free_port)
+    start writer "$bin" "$p" "appendonly yes" "appendfsync always" || return 1
+    load "$p" 1
+    c "$p" save >/dev/null
+    mkdir -p "$out"
+    state "$p" >"$out/rdb.state"
+    cp "$work/writer/dump.rdb" "$out/dump.rdb"
+    c "$p" bgrewriteaof >/dev/null
+    wait_until 30 sh -c "[ \"\$(timeout 2 '$cli' -p $p info persistence | tr -d '\r' | grep -c '^aof_rewrite_in_progress:0\|^aof_rewrite_scheduled:0')\" = 2 ]" ||
+        err "AOF rewrite" "did not end"
+    load "$p" 2
+    state "$p" >"$out/aof.state"
+    stop writer "$p"
+    rm -rf "$out/appendonlydir"
+    cp -r "$work/writer/appendonlydir" "$out/"
+    rm -rf "$work/writer"
+}
+
+# read_files WHO DIR: redis-afork started on DIR's RDB, then on its AOF,
+# has the writer's state.
+read_files() {
+    local who=$1 dir=$2 p m
+    m=$(cat "$dir/appendonlydir/"*.manifest 2>/dev/null)
+    if grep -q 'type b' <<<"$m" && grep -q 'type i' <<<"$m"; then
+        ok "$who wrote a multi-part AOF (a base and an incr part)"
+    else
+        err "$who wrote a multi-part AOF" "manifest: $(tr '\n' '|' <<<"$m")"
+    fi
+    rm -rf "$work/reader"; mkdir -p "$work/reader"
+    cp "$dir/dump.rdb" "$work/reader/"
+    p=$(free_port)
+    if start reader "$afork" "$p" "appendonly no"; then
+        same_as_file "redis-afork loads $who's RDB: same digest, field TTLs, groups, functions" "$p" "$dir/rdb.state"
+        stop reader "$p"
+    fi
+    rm -rf "$work/reader"; mkdir -p "$work/reader"
+    cp -r "$dir/appendonlydir" "$work/reader/"
+    p=$(free_port)
+    if start reader "$afork" "$p" "appendonly yes"; then
+        same_as_file "redis-afork loads $who's multi-part AOF: same digest, field TTLs, groups, functions" "$p" "$dir/aof.state"
+        stop reader "$p"
+    fi
+}
+
+# drop-in.sh --write-files BINARY DIR: write DIR for a test asset (the
+# files of an older Redis, tests/system/drop-in-assets/).
+if [ "${1:-}" = --write-files ]; then
+    write_files "$2" "$3" && echo "wrote $3 with $("$2" --version)"
+    exit "$status"
 fi
 
-mkdir -p "$work/rdbread"
-cp "$work/stock.rdb" "$work/rdbread/dump.rdb"
-p2=$(free_port)
-if start rdbread "$afork" "$p2" "appendonly no"; then
-    same_as_file "redis-afork loads stock Redis's RDB: same digest, field TTLs, groups, functions" "$p2" "$work/rdb.state"
-    stop rdbread "$p2"
-fi
-mkdir -p "$work/aofread"
-cp -r "$work/writer/appendonlydir" "$work/aofread/"
-p3=$(free_port)
-if start aofread "$afork" "$p3" "appendonly yes"; then
-    same_as_file "redis-afork loads stock Redis's multi-part AOF: same digest, field TTLs, groups, functions" "$p3" "$work/aof.state"
-    stop aofread "$p3"
-fi
+write_files "$stockd" "$work/stock" || exit 1
+read_files "stock Redis $REDIS_VERSION" "$work/stock"
+assets=0
+for asset in "$(dirname "$0")"/drop-in-assets/redis-*/; do
+    [ -d "$asset" ] || continue
+    assets=$((assets + 1))
+    read_files "Redis $(basename "$asset" | sed 's/^redis-//')" "$asset"
+done
+[ "$assets" -gt 0 ] || err "older releases' files" "no tests/system/drop-in-assets/redis-*/"
 
 # 2. Replication both ways ------------------------------------------------------
 link_up() { [ "$(field "$1" replication master_link_status)" = up ] &&
@@ -258,7 +294,7 @@ replicate "redis-afork primary, stock replica" "$afork" "$stockd" yes
 
 # 3. An RDB of a newer format ------------------------------------------------------
 mkdir -p "$work/newer"
-python3 - "$work/stock.rdb" "$work/newer/dump.rdb" <<'PY'
+python3 - "$work/stock/dump.rdb" "$work/newer/dump.rdb" <<'PY'
 import sys
 data = open(sys.argv[1], "rb").read()
 assert data[:5] == b"REDIS", data[:9]
