@@ -8,7 +8,9 @@
 #                                --config fork-thp yes
 #                                + our system tests (tests/system/*.sh)
 #                                + the bench's unit tests (tests/bench, pytest)
-#   tests/run.sh --upstream-all  upstream's whole Tcl suite
+#   tests/run.sh --upstream-all  upstream's whole Tcl suite (runtest: units,
+#                                integration, unit/cluster) and its legacy
+#                                cluster suite (runtest-cluster)
 #
 # A Tcl test file with a failed test runs once more; failures it does not
 # repeat are flaky: listed, counted apart, not failed. Ends with the flaky
@@ -123,6 +125,27 @@ run_tcl() {
     fi
 }
 
+# run_cluster LOGNAME: upstream's legacy cluster suite (runtest-cluster,
+# tests/cluster), whose harness prints "HH:MM:SS> name: OK" for a passed
+# test and "FAILED: ..." for a failed one (or one whose unit broke off).
+run_cluster() {
+    local log=$logdir/$1.log rc plain n_ok n_err
+    echo "== legacy cluster suite (runtest-cluster ${TCL_ARGS:-}); log: $log"
+    (cd "$tree" && ./runtest-cluster ${TCL_ARGS:-}) 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    plain=$(sed 's/\x1b\[[0-9;]*m//g' "$log")
+    n_ok=$(grep -cE '^[0-9:]{8}> .*: OK$' <<<"$plain")
+    n_err=$(grep -c 'FAILED' <<<"$plain")
+    passed=$((passed + n_ok))
+    failed=$((failed + n_err))
+    [ "$n_err" -eq 0 ] || mapfile -t -O "${#failures[@]}" failures < <(grep 'FAILED' <<<"$plain" |
+        sed "s|^|[err]: |; s|\$| ($(basename "$log"))|")
+    if [ "$rc" -ne 0 ] && [ "$n_err" -eq 0 ]; then
+        failed=$((failed + 1))
+        failures+=("[err]: runtest-cluster exited with status $rc without a failed test ($(basename "$log"))")
+    fi
+}
+
 run_system() {
     local t log
     for t in "$top"/tests/system/*.sh; do
@@ -179,6 +202,7 @@ run_pytest() {
 start=$(date +%s)
 if [ "${1:-}" = "--upstream-all" ]; then
     run_tcl tcl-all
+    run_cluster cluster-all
 else
     "$top/upstream/tree.sh" check "$tree" ||
         echo "WARNING: the tests run the build tree, which patches/ does not match (see above)."
