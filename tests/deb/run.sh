@@ -230,7 +230,7 @@ if grep -q '^# fork-quiet-window auto' /etc/redis/redis.conf &&
 else
     err "redis.conf" "$(grep -n 'fork-\|^dir ' /etc/redis/redis.conf | head)"
 fi
-if /usr/bin/redis-server --version | grep -qE '^Redis server v=8\.0\.6 .* afork=[0-9.]+$'; then
+if /usr/bin/redis-server --version | grep -qE "^Redis server v=${REDIS_VERSION//./\\.} .* afork=[0-9.]+\$"; then
     ok "redis-server --version: $(/usr/bin/redis-server --version)"
 else
     err "--version" "$(/usr/bin/redis-server --version 2>&1)"
