@@ -22,9 +22,10 @@
 # dpkg-buildpackage then builds the source package and the .debs into
 # OUTDIR, with DEB_BUILD_OPTIONS=nocheck (and the nocheck profile): the
 # package's check step runs upstream's whole Tcl suite with one client plus
-# the cluster and Sentinel suites (make test-upstream, the Tcl suite with 4
-# clients, takes 12 min here), while make test runs our tests and the
-# upstream units around fork and persistence on the same code.
+# the cluster and Sentinel suites (make test-upstream runs the Tcl and
+# cluster suites with 4 clients, about half an hour on 2 cores), while
+# make test runs our tests and the upstream units around fork and
+# persistence on the same code.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
