@@ -8,20 +8,39 @@
  * asked for), this file reads from the one and hands to the other as an
  * argument.
  *
+ * This comment is the map of src/ (docs/design.md and README point here):
+ *
+ *   afork.c          the hub: hooks in, events out; the fork's CPU handling
+ *   afork.h          the one header the hooks include
+ *   afork_config.h   our rows of upstream's config table
  *   afork_window.c   the fork quiet window: ready pipe, held log lines,
  *                    held purges and background jobs
- *   afork_stats.c    what each fork cost: fork time, child ready time,
- *                    copy-on-write stall; LATENCY events
- *   afork_kernel.c   Async-fork kernel detection, and its counters of
- *                    the tables each fork left to the child
+ *   afork_stats.c    what each fork cost: fork time and percentiles, child
+ *                    ready time, copy-on-write stall; LATENCY events
+ *   afork_kernel.c   Async-fork kernel detection, the opt-in, and the
+ *                    kernel's counters of the tables each fork left to the
+ *                    child
  *   afork_system.c   page tables and THP state, the smaps reader thread,
  *                    LATENCY DOCTOR and --check-system advice
- *   afork_thp.c      fork-thp: the keyspace in huge pages, and the thread
- *                    that re-collapses them after each child; its parts
- *                    (afork_thp_heap.c, afork_thp_collapse.c,
- *                    afork_thp_host.c) are reached through afork_thp.c only
- *   afork_util.c     helpers any module may use: /proc and /sys reading,
- *                    the kernel version, jemalloc options
+ *   afork_thp.c      fork-thp: its settings, the entry points the hub
+ *                    calls, its INFO fields; the only way into its parts
+ *                    (declared in afork_thp_int.h), whose calls go one way
+ *                    (afork_thp.c calls them; the collapse thread calls the
+ *                    heap's cut and the host's warm-up):
+ *     afork_thp_heap.c      the huge-page heap: fork-thp auto's decision,
+ *                           jemalloc setup and the re-exec; cutting the
+ *                           heap into VMAs
+ *     afork_thp_tables.c    a table being rehashed into, kept in 4 KiB
+ *                           pages until its rehash is done
+ *     afork_thp_slack.c     the slack arena: large allocations that would
+ *                           leave a page of their size class unused, in
+ *                           4 KiB pages (afork_alloc.h is zmalloc.c's side)
+ *     afork_thp_collapse.c  the re-collapse thread, and the quiet save that
+ *                           it ends
+ *     afork_thp_host.c      the VM host: the warm-up that probes it, the
+ *                           waits while it is busy
+ *   afork_util.c     stateless helpers any module may use: /proc and /sys
+ *                    reading, the kernel version, jemalloc options
  *
  * The events, and who gets them:
  *
