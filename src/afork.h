@@ -16,7 +16,7 @@
 #include <sys/time.h>
 #include "sds.h"
 
-#define AFORK_VERSION "0.1.0"
+#define AFORK_VERSION "0.2.0"
 
 /* Startup and exit (main, linuxMemoryWarnings). */
 void aforkConfigLoaded(void);
