@@ -25,7 +25,7 @@ each marker at the start of its line (one quoted in an indented code block
 is not a block).
 
 DIRs are relative to the top of the git checkout holding FILE (so
-README.md and docs/benchmarks.md name the same folders). With --update
+README.md and docs/results.md name the same folders). With --update
 and --check every folder must be committed (tracked by git and
 unmodified), so the docs never show figures that are not in the
 repository. A folder taken on uncommitted changes, or whose servers of a
@@ -229,8 +229,8 @@ def headline(dirs, top, allow):
             path, report.repetitions(res), (res.machine.get("date_utc") or "n/a")[:10]))
     lines += ["", "Median [min–max] over the repetitions, then (the ratio of the medians "
               "to stock's); from " +
-              ", ".join(sources) + ". Every figure and how it is measured: "
-              "docs/benchmarks.md.", ""]
+              ", ".join(sources) + ". All the tables: docs/results.md; how each figure is "
+              "measured: docs/benchmarks.md.", ""]
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ Each figure is the median over the repetitions (a repetition's figure being
 the median of its rounds 2+, as the bench gives the steady ones), the ratio
 has its 95% bootstrap interval (forkbench.stats), and the target is "met" when the
 ratio of medians is within it, "not met" otherwise. forkbench.tables puts this
-table under each steady folder in docs/benchmarks.md. Only the standard library.
+table under each steady folder in docs/results.md. Only the standard library.
 """
 import argparse
 import os

@@ -127,8 +127,8 @@ def test_steady_folders_get_their_targets(git_repo):
     assert "| 8 GB, steady state | redis-afork, fork-thp yes | 3.10 [3.00–3.20] (0.03x) |" in head
 
 
-def test_docs_benchmarks_tables_are_the_committed_results():
-    r = run("--check", os.path.join(TOP, "docs", "benchmarks.md"))
+def test_docs_results_tables_are_the_committed_results():
+    r = run("--check", os.path.join(TOP, "docs", "results.md"))
     assert r.returncode == 0, r.stderr
 
 
