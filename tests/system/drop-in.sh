@@ -84,94 +84,9 @@ stop() {  # SHUTDOWN NOSAVE: the files stay as they are
     unset "pid[$name]"
 }
 
-# The dataset, as RESP for redis-cli --pipe: ROUND 1 writes everything,
-# ROUND 2 changes some of it (for the AOF's incr part and the partial
-# resyncs).
-cat >"$work/data.py" <<'PY'
-import sys
-
-def cmd(*args):
-    out = ["*%d\r\n" % len(args)]
-    for a in args:
-        a = str(a).encode()
-        out.append("$%d\r\n" % len(a))
-        out.append(a.decode() + "\r\n")
-    sys.stdout.write("".join(out))
-
-rnd = int(sys.argv[1])
-FAR = 4102444800  # 2100-01-01: TTLs that stay far in the future, so that a
-                  # dataset written once can be read again later
-if rnd == 1:
-    cmd("SET", "str", "hello")
-    cmd("SET", "int", 12345)
-    cmd("SET", "big", "x" * 100000)
-    cmd("SET", "ttl", "v", "EXAT", FAR)
-    cmd("RPUSH", "list:small", *range(10))
-    cmd("RPUSH", "list:big", *["item-%d-%s" % (i, "y" * 50) for i in range(3000)])
-    cmd("SADD", "set:int", *range(100))
-    cmd("SADD", "set:str", *["m%d" % i for i in range(20)])
-    cmd("SADD", "set:big", *["member-%d" % i for i in range(2000)])
-    cmd("ZADD", "zset:small", *sum([[i, "z%d" % i] for i in range(20)], []))
-    cmd("ZADD", "zset:big", *sum([[i * 0.5, "zm%d" % i] for i in range(2000)], []))
-    cmd("HSET", "hash:small", *sum([["f%d" % i, i] for i in range(10)], []))
-    cmd("HSET", "hash:big", *sum([["field%d" % i, "v" * 20] for i in range(2000)], []))
-    cmd("HSET", "hfe:small", *sum([["f%d" % i, i] for i in range(10)], []))
-    cmd("HEXPIREAT", "hfe:small", FAR, "FIELDS", 3, "f1", "f2", "f3")
-    cmd("HSET", "hfe:big", *sum([["field%d" % i, "v" * 20] for i in range(1000)], []))
-    cmd("HPEXPIREAT", "hfe:big", FAR * 1000 + 123, "FIELDS", 100, *["field%d" % i for i in range(100)])
-    for i in range(500):
-        cmd("XADD", "stream", "%d-1" % (i + 1), "k", i, "v", "val%d" % i)
-    cmd("XGROUP", "CREATE", "stream", "g1", "0")
-    cmd("XGROUP", "CREATE", "stream", "g2", "$")
-    cmd("XREADGROUP", "GROUP", "g1", "alice", "COUNT", 50, "STREAMS", "stream", ">")
-    cmd("XREADGROUP", "GROUP", "g1", "bob", "COUNT", 20, "STREAMS", "stream", ">")
-    cmd("XACK", "stream", "g1", "1-1", "2-1", "3-1")
-    cmd("PFADD", "hll", *["e%d" % i for i in range(1000)])
-    cmd("SETBIT", "bitmap", 100000, 1)
-    cmd("GEOADD", "geo", 13.361389, 38.115556, "Palermo", 15.087269, 37.502669, "Catania")
-    cmd("SELECT", 3)
-    cmd("SET", "db3:key", "in db 3")
-    cmd("SELECT", 0)
-    cmd("FUNCTION", "LOAD", "#!lua name=dropin\nredis.register_function{function_name='dropin_echo', callback=function(keys, args) return args[1] end, flags={'no-writes'}}")
-else:
-    cmd("SET", "str", "changed")
-    cmd("INCRBY", "int", 10)
-    cmd("LPUSH", "list:big", "head")
-    cmd("SREM", "set:big", "member-7")
-    cmd("ZINCRBY", "zset:big", 5, "zm9")
-    cmd("HDEL", "hash:big", "field3")
-    cmd("HEXPIREAT", "hfe:small", FAR - 1000, "FIELDS", 1, "f4")
-    cmd("HPERSIST", "hfe:big", "FIELDS", 1, "field5")
-    for i in range(500, 600):
-        cmd("XADD", "stream", "%d-1" % (i + 1), "k", i)
-    cmd("XREADGROUP", "GROUP", "g2", "carol", "COUNT", 10, "STREAMS", "stream", ">")
-    cmd("XACK", "stream", "g1", "10-1")
-    cmd("DEL", "bitmap")
-    cmd("SET", "round2", "yes")
-PY
-load() {  # load PORT ROUND
-    local out
-    out=$(python3 "$work/data.py" "$2" | timeout 60 "$cli" -p "$1" --pipe 2>&1)
-    grep -q "errors: 0," <<<"$out" || { err "load round $2 on port $1" "$out"; return 1; }
-}
-
-# What must be equal between writer and reader: the digest, plus what the
-# digest may not cover (field TTLs, stream groups and PELs, functions).
-state() {
-    local p=$1
-    c "$p" debug digest
-    c "$p" hexpiretime hfe:small FIELDS 5 f0 f1 f2 f3 f4 | tr '\n' ' '; echo
-    c "$p" hpexpiretime hfe:big FIELDS 3 field0 field5 field500 | tr '\n' ' '; echo
-    c "$p" xinfo groups stream | tr '\n' ' '; echo
-    c "$p" xpending stream g1 | tr '\n' ' '; echo
-    c "$p" xpending stream g2 | tr '\n' ' '; echo
-    c "$p" function list | tr '\n' ' '; echo
-    c "$p" -n 3 get db3:key
-    c "$p" fcall_ro dropin_echo 0 ok
-}
 same_state() {  # same_state NAME PORT_A PORT_B
     local a b
-    a=$(state "$2") b=$(state "$3")
+    a=$(dataset_state "$2") b=$(dataset_state "$3")
     if [ "$a" = "$b" ] && [ "$(head -n 1 <<<"$a")" != 0000000000000000000000000000000000000000 ]; then
         ok "$1"
     else
@@ -180,7 +95,7 @@ same_state() {  # same_state NAME PORT_A PORT_B
 }
 same_as_file() {  # same_as_file NAME PORT FILE
     local a
-    a=$(state "$2")
+    a=$(dataset_state "$2")
     if [ "$a" = "$(cat "$3")" ] && [ "$(head -n 1 <<<"$a")" != 0000000000000000000000000000000000000000 ]; then ok "$1"; else
         err "$1" "differs from the writer's: $(diff "$3" <(echo "$a") | head -n 8 | tr '\n' '|')"
     fi
@@ -194,16 +109,16 @@ write_files() {
     local bin=$1 out=$2 p
     p=$(free_port)
     start writer "$bin" "$p" "appendonly yes" "appendfsync always" || return 1
-    load "$p" 1
+    dataset_load "$p" 1
     c "$p" save >/dev/null
     mkdir -p "$out"
-    state "$p" >"$out/rdb.state"
+    dataset_state "$p" >"$out/rdb.state"
     cp "$work/writer/dump.rdb" "$out/dump.rdb"
     c "$p" bgrewriteaof >/dev/null
     wait_until 30 sh -c "[ \"\$(timeout 2 '$cli' -p $p info persistence | tr -d '\r' | grep -c '^aof_rewrite_in_progress:0\|^aof_rewrite_scheduled:0')\" = 2 ]" ||
         err "AOF rewrite" "did not end"
-    load "$p" 2
-    state "$p" >"$out/aof.state"
+    dataset_load "$p" 2
+    dataset_state "$p" >"$out/aof.state"
     stop writer "$p"
     rm -rf "$out/appendonlydir"
     cp -r "$work/writer/appendonlydir" "$out/"
@@ -264,7 +179,7 @@ replicate() {
     pp=$(free_port) rp=$(free_port)
     d=repl$((++repl_n))
     start "$d-p" "$pbin" "$pp" "repl-diskless-sync $diskless" || return
-    load "$pp" 1
+    dataset_load "$pp" 1
     start "$d-r" "$rbin" "$rp" || return
     c "$rp" replicaof 127.0.0.1 "$pp" >/dev/null
     if wait_until 30 link_up "$rp" && wait_until 10 offsets_met "$pp" "$rp"; then
@@ -275,7 +190,7 @@ replicate() {
     fi
     full0=$(field "$pp" stats sync_full) part0=$(field "$pp" stats sync_partial_ok)
     c "$rp" client kill type master >/dev/null
-    load "$pp" 2
+    dataset_load "$pp" 2
     if wait_until 30 link_up "$rp" && wait_until 10 offsets_met "$pp" "$rp" &&
         [ "$(field "$pp" stats sync_partial_ok)" -gt "$part0" ] &&
         [ "$(field "$pp" stats sync_full)" = "$full0" ]; then

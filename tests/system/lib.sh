@@ -50,3 +50,28 @@ need_strace_and_stock() {
         exit 1
     fi
 }
+
+# The drop-in dataset (tests/system/dataset.py). The caller defines
+# c PORT ARGS...: redis-cli against PORT, output without CRs.
+# dataset_load PORT ROUND: write round ROUND of it.
+dataset_load() {
+    local out
+    out=$(python3 "$top/tests/system/dataset.py" "$2" | c "$1" --pipe)
+    grep -q "errors: 0," <<<"$out" || { err "load round $2 on port $1" "$out"; return 1; }
+}
+
+# dataset_state PORT: what must be equal between a writer and a reader: the
+# digest, plus what the digest may not cover (field TTLs, stream groups and
+# PELs, functions, the second database).
+dataset_state() {
+    local p=$1
+    c "$p" debug digest
+    c "$p" hexpiretime hfe:small FIELDS 5 f0 f1 f2 f3 f4 | tr '\n' ' '; echo
+    c "$p" hpexpiretime hfe:big FIELDS 3 field0 field5 field500 | tr '\n' ' '; echo
+    c "$p" xinfo groups stream | tr '\n' ' '; echo
+    c "$p" xpending stream g1 | tr '\n' ' '; echo
+    c "$p" xpending stream g2 | tr '\n' ' '; echo
+    c "$p" function list | tr '\n' ' '; echo
+    c "$p" -n 3 get db3:key
+    c "$p" fcall_ro dropin_echo 0 ok
+}
