@@ -131,12 +131,15 @@ install: build
 	fi
 
 # Debian packages (redis-afork-server, -tools, -sentinel; contrib/debian/)
-# in build/deb/, and their test: install, serve as the unit does, purge.
+# in build/deb/, and their test: install, serve as the unit does, purge
+# (tests/deb/run.sh, on this machine), then in place over Debian's own
+# redis-server of trixie and of the newest suite (tests/deb/upgrade.sh, in
+# a trixie root). Both run; either failing fails the target.
 deb: check-deps-deb
 	@JOBS=$(JOBS) contrib/debian/build.sh build/deb
 
 test-deb: deb
-	@tests/deb/run.sh build/deb
+	@rc=0; tests/deb/run.sh build/deb || rc=1; tests/deb/upgrade.sh build/deb || rc=1; exit $$rc
 
 # Build outputs only; the trees (and any commits in them) stay.
 clean:

@@ -38,13 +38,15 @@ set_bench=(
 # deb: make deb (dpkg-buildpackage; the Build-Depends of Debian's redis
 # source package, less what contrib/debian/packaging.patch drops; Lua as
 # liblua5.1-0-dev, the real package behind the virtual liblua5.1-dev) and
-# make test-deb (systemd-analyze verify on the units).
+# make test-deb (systemd-analyze verify on the units; a Debian trixie root
+# for the upgrade over Debian's packages).
 set_deb=(
     dpkg-dev debhelper
     libhiredis-dev liblua5.1-0-dev liblzf-dev libssl-dev libsystemd-dev
     lua-bitop-dev lua-cjson-dev pkgconf
     adduser                      # the packages' postinst (the redis user)
     systemd                      # systemd-analyze verify
+    mmdebstrap                   # tests/deb/upgrade.sh: the trixie root
 )
 # kernel: make kernel-test.
 set_kernel=(
