@@ -1,7 +1,7 @@
 #!/bin/sh
 # collapse_parts.sh -- runs collapse_stall.c once per MODE, in the order
 # given, with read_stall.c beside and a 30 s control (no run) first; the
-# marks file gives each run's window for forkbench.collapse_parts. A MODE written
+# marks file gives each run's window for collapse_parts.py (beside it). A MODE written
 # held-MODE runs with the VM's free page reporting held back: this guest
 # kernel's page_reporting module reports a freed block only after
 # min_free_ms, or at once when more than max_waiting_mib wait; both are
@@ -13,7 +13,7 @@
 #   make bench-probes
 #   bench/probes/collapse_parts.sh OUT_DIR MODE...
 #   bench/probes/collapse_parts.sh /tmp/parts redo held-redo collapse held-collapse
-#   PYTHONPATH=bench python3 -m forkbench.collapse_parts /tmp/parts
+#   python3 bench/probes/collapse_parts.py /tmp/parts
 #
 # Environment (defaults: the runs of the investigation): PROBES, where make
 # bench-probes put the programs (build/bench-probes); PARTS_RUN, collapse_stall's

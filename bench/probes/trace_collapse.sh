@@ -6,7 +6,7 @@
 #   bench/probes/trace_collapse.sh start            # a tracefs instance, recording
 #   make bench-stalls STALLS_FLAGS="--size 4 --rounds 3 --no-perf --out DIR"
 #   bench/probes/trace_collapse.sh stop DIR/trace.gz
-#   PYTHONPATH=bench python3 -m forkbench.trace_collapse DIR/trace.gz
+#   python3 bench/probes/trace_collapse.py DIR/trace.gz
 #
 # Events: madvise() entry and exit, mmap lock and rwsem contention, the
 # scheduling of the server's threads and save children, THP collapses,

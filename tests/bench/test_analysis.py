@@ -1,10 +1,16 @@
 """The investigation readers on fixed inputs: sched_waits (who held the
-CPUs while a process waited) and collapse_parts (read_stall's stretches by
-window, the VM's free page reports beside)."""
+CPUs while a process waited) and bench/probes/collapse_parts.py
+(read_stall's stretches by window, the VM's free page reports beside)."""
 import contextlib
 import io
+import os
+import sys
 
-from forkbench import collapse_parts, sched_waits
+from conftest import TOP
+
+sys.path.insert(0, os.path.join(TOP, "bench", "probes"))
+import collapse_parts  # noqa: E402
+from forkbench import sched_waits  # noqa: E402
 
 
 def test_sched_waits_preemption_and_sleep():

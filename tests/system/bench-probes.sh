@@ -41,11 +41,12 @@ else
     err "report_copy" "$out"
 fi
 
-# collapse_parts.sh with two modes, then its reader: a row per window.
+# collapse_parts.sh with two modes, then its reader collapse_parts.py: a row
+# per window.
 parts=$work/parts
 if out=$(PROBES=$probes PARTS_RUN="32 8 0.5 0.5 256" PARTS_SETTLE=0.5 PARTS_CONTROL=0.5 \
         PARTS_REST=0.2 "$top/bench/probes/collapse_parts.sh" "$parts" collapse none 2>&1) &&
-        md=$(PYTHONPATH=$top/bench python3 -m forkbench.collapse_parts "$parts" 2>&1) &&
+        md=$(python3 "$top/bench/probes/collapse_parts.py" "$parts" 2>&1) &&
         grep -qE '^\| control \|' <<<"$md" &&
         grep -qE '^\| collapse \(run 1\), after the child \|' <<<"$md" &&
         grep -qE '^\| none \(run 2\), fill and child \|' <<<"$md"; then
@@ -79,8 +80,8 @@ else
 fi
 
 # trace_collapse.sh (root, tracefs) around a tiny fork-thp save of
-# redis-afork: the collapse thread's MADV_COLLAPSE calls recorded, and the
-# reader's summary.
+# redis-afork: the collapse thread's MADV_COLLAPSE calls recorded, and its
+# reader's (trace_collapse.py) summary.
 if [ "$(id -u)" != 0 ]; then
     echo "[skip]: trace_collapse.sh needs root"
 elif ! BUFFER_KB=20000 "$top/bench/probes/trace_collapse.sh" start >"$work/trace.log" 2>&1; then
@@ -102,7 +103,7 @@ else
     wait "$thp" 2>/dev/null
     "$top/bench/probes/trace_collapse.sh" stop "$work/trace.gz" >>"$work/trace.log" 2>&1
     collapses=$(zcat "$work/trace.gz" | grep -cE 'sys_madvise\(.*behavior: 0x(0000000000000)?19' || true)
-    if summary=$(PYTHONPATH=$top/bench python3 -m forkbench.trace_collapse "$work/trace.gz" 2>&1) &&
+    if summary=$(python3 "$top/bench/probes/trace_collapse.py" "$work/trace.gz" 2>&1) &&
             [ "$collapses" -gt 0 ] && grep -q '^main thread: mmap-lock waits over 3 ms: ' <<<"$summary"; then
         ok "trace_collapse.sh: $collapses MADV_COLLAPSE calls of a fork-thp save traced and read"
     else

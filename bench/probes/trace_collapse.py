@@ -1,10 +1,10 @@
-"""forkbench.trace_collapse -- read a trace of bench/probes/trace_collapse.sh: how long
+"""trace_collapse.py -- read a trace of trace_collapse.sh (beside it): how long
 each MADV_COLLAPSE of the re-collapse took in the kernel, whether the slow
 ones began while the VM's free page reporting ran, and how long the main
 thread waited for the mmap lock
 (docs/investigations/2026-11-26-fork-thp-collapse-warm-up.md).
 
-    python3 -m forkbench.trace_collapse TRACE.gz [--slow-ms 15] [--near-ms 100]
+    python3 bench/probes/trace_collapse.py TRACE.gz [--slow-ms 15] [--near-ms 100]
 
 Per pass (a run of collapses with no gap over 2 s, over 1000 calls): the
 median and longest collapse, the collapses over --slow-ms and how many of
