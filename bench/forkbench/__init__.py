@@ -8,6 +8,4 @@ Entry points (bench/ on PYTHONPATH; bench/run.sh sets it up):
     python3 -m forkbench.stalls     make bench-stalls
     python3 -m forkbench.tables     the docs' tables, --update / --check
     python3 -m forkbench.targets    fork-thp's targets of a steady run
-    python3 -m forkbench.child_gaps a steady run's PING gaps by phase
-and the readers of the investigation probes (docs/investigations/).
 """

@@ -1,8 +1,8 @@
-"""forkbench.load and forkbench.child_gaps: the save's window of PING round
-trips, and redis-benchmark's report."""
+"""forkbench.load: the save's window of PING round trips, and
+redis-benchmark's report."""
 import pytest
 
-from forkbench import child_gaps, load
+from forkbench import load
 
 BENCHMARK_OUTPUT = """====== SET ======
   100000 requests completed in 1.00 seconds
@@ -38,16 +38,6 @@ def test_save_window_takes_the_ping_sent_before_the_bgsave():
     assert load.gap_summary(samples)["gaps_over_1ms"] == 3
     assert load.gap_summary([(1.0, 0.5)]) == {"gaps_over_1ms": 0, "max_gap_ms": 0.0,
                                              "total_gap_ms": 0}
-
-
-def test_child_gaps_split_by_the_fork_times():
-    # BGSAVE at 100 s, a 130 ms fork from 100.01 s, the child gone at
-    # 120 s: a PING over the fork, one of 20 ms in the child's life, one of
-    # 9 ms after it; one of 50 ms before the BGSAVE counts nowhere.
-    samples = [(99.0, 50.0), (100.005, 136.0), (100.2, 2.0), (110.0, 20.0),
-               (119.99, 1.0), (121.0, 9.0)]
-    got = child_gaps.split_round(samples, 100.0, 100.01, 130.0, 20.0)
-    assert got == {"fork": 136.0, "child": 20.0, "after": 9.0, "nofork": 20.0}
 
 
 def test_benchmark_command_is_the_documented_load():

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-smoke.sh -- make bench's tools end to end on tiny sizes (a few MB):
 # python3 -m forkbench with REPEAT=2 and stock Redis once more as a peer,
-# the steady scenario and forkbench.child_gaps on it, the other fork sites
+# the steady scenario, the other fork sites
 # (aofrewrite, sync-disk, sync-diskless; 45-60 s of the total), the growth
 # scenarios (fill, fill-fragmented, shapes; about 40 s),
 # forkbench.stalls without perf, forkbench.tables on the run's own results;
@@ -204,17 +204,6 @@ PY
         ok "bench steady scenario: the load covers the save and the re-collapse; round and after-child figures"
     else
         err "bench steady scenario" "$check"
-    fi
-    # forkbench.child_gaps on that run's probe files: a row per figure, a
-    # column per server, spreads in every cell.
-    if gaps_log=$(PYTHONPATH=$top/bench python3 -m forkbench.child_gaps "$steady" 2>&1) &&
-            grep -q '^| 0.004 GB | stock | afork-thp-collapse | afork-thp-collapse / stock |$' \
-                "$steady/child_gaps.md" &&
-            [ "$(grep -cE '^\| longest PING round trip [^|]+ \| [0-9.e+-]+ \| [0-9.e+-]+ \|' \
-                "$steady/child_gaps.md")" = 4 ]; then
-        ok "forkbench.child_gaps: the fork, the child's life and after it, per server"
-    else
-        err "forkbench.child_gaps" "$gaps_log"
     fi
 else
     err "bench steady run" "bench/run.sh --scenario steady failed: $(tail -5 <<<"$log")"

@@ -1,6 +1,6 @@
-"""The investigation readers on fixed inputs: sched_waits (who held the
-CPUs while a process waited) and bench/probes/collapse_parts.py
-(read_stall's stretches by window, the VM's free page reports beside)."""
+"""bench/probes/collapse_parts.py, the reader of collapse_parts.sh's runs, on
+fixed inputs: read_stall's stretches by window, the VM's free page reports
+beside."""
 import contextlib
 import io
 import os
@@ -10,24 +10,6 @@ from conftest import TOP
 
 sys.path.insert(0, os.path.join(TOP, "bench", "probes"))
 import collapse_parts  # noqa: E402
-from forkbench import sched_waits  # noqa: E402
-
-
-def test_sched_waits_preemption_and_sleep():
-    # a 50 ms preemption by kdamond.0 on CPU 0 while CPU 1 runs the server,
-    # then a 20 ms sleep
-    ev = [(0.0, 1, "swapper/1", 0, "R", "redis-server", 10),
-          (1.0, 0, "redis-benchmark", 20, "R", "kdamond.0", 30),
-          (1.05, 0, "kdamond.0", 30, "S", "redis-benchmark", 20),
-          (1.10, 0, "redis-benchmark", 20, "S", "swapper/0", 0),
-          (1.12, 0, "swapper/0", 0, "R", "redis-benchmark", 20)]
-    got = sched_waits.waits(iter(ev), {"redis-benchmark"}, None, None)["redis-benchmark"]
-    pre = [w for w in got if w[2] == "R"]
-    slept = [w for w in got if w[2] == "S"]
-    assert len(pre) == 1 and abs(pre[0][0] - 0.05) < 1e-9 and pre[0][4] == 20
-    assert abs(pre[0][3]["kdamond.0"] - 0.05) < 1e-9
-    assert abs(pre[0][3]["redis-server"] - 0.05) < 1e-9
-    assert len(slept) == 1 and abs(slept[0][0] - 0.02) < 1e-9
 
 
 def test_collapse_parts_windows_and_reports(tmp_path):
