@@ -53,7 +53,7 @@ from . import machine, report, runplan
 from .variants import GIB, VARIANTS, SCENARIOS, largest_need, memory_factor
 from .progress import START, Progress, note, fmt_size
 from .scenarios import run_one
-from . import growth, shapes
+from . import growth, phases, shapes
 from .peers import parse_peer, check_peers
 from .records import source_state, machine_record, write_json, RUNS_HEADER, append_run, append_figures
 
@@ -113,11 +113,11 @@ def refuse_fragment_that_does_not_fit(args):
 def add_growth_args(p):
     """Options of the fill, fill-fragmented and shapes scenarios."""
     g = p.add_argument_group("fill, fill-fragmented and shapes scenarios (forkbench.growth)")
-    g.add_argument("--fill-clients", type=int, default=growth.FILL_CLIENTS,
+    g.add_argument("--fill-clients", type=int, default=phases.FILL_CLIENTS,
                    help="the fill's redis-benchmark -c")
-    g.add_argument("--fill-pipeline", type=int, default=growth.FILL_PIPELINE,
+    g.add_argument("--fill-pipeline", type=int, default=phases.FILL_PIPELINE,
                    help="the fill's redis-benchmark -P")
-    g.add_argument("--fill-requests", type=float, default=growth.FILL_REQUESTS,
+    g.add_argument("--fill-requests", type=float, default=phases.FILL_REQUESTS,
                    help="the fill's requests as a multiple of its keyspace (-n / -r)")
     g.add_argument("--fragment-max-gb", type=float, default=None,
                    help="fill-fragmented: fragment at most this much memory (GB; default: "

@@ -28,36 +28,19 @@ in 2 MiB blocks (/proc/buddyinfo) before, after fragmenting and at the
 fill's end.
 """
 import json
-import math
 import os
 import shutil
 import subprocess
 import sys
 import time
 
-from .load import Benchmark, PACKAGE_PARENT, parse_benchmark, start_probe, stop_probe
-from .server import POPULATE_LUA, start_server
+from .load import PACKAGE_PARENT
+from .phases import (anon_huge_mb, fill, fill_keyspace, finish_memory, no_forks, prefixed,
+                     read_text, rss_mb, run_tag, server_thp)
+from .server import start_server
 from .variants import GIB, MIB, MEMORY_EXTRA, memory_needed
 
 SCENARIOS = ("fill", "fill-fragmented", "shapes")
-
-# The fill's redis-benchmark: what the issue of a new user ran.
-FILL_CLIENTS = 20
-FILL_PIPELINE = 16
-FILL_REQUESTS = 1.5          # requests, as a multiple of the keyspace (-n / -r)
-
-# /proc/vmstat counters the fill reports the change of.
-VMSTAT_FIELDS = ("thp_fault_alloc", "thp_fault_fallback", "compact_stall", "compact_success",
-                 "compact_fail", "thp_collapse_alloc")
-
-# INFO fork fields of a keyspace table held in small pages while it is
-# rehashed; reported when the server has them.
-TABLES_FIELDS = ("fork_thp_tables_held", "fork_thp_tables_held_total",
-                 "fork_thp_tables_not_held")
-
-# INFO fork field of the slack arena (large values kept in small pages),
-# reported in MB as fork_thp_slack_mb when the server has it.
-SLACK_FIELD = "fork_thp_slack_active_bytes"
 
 # A 2 MiB block is order 9 of 4 KiB pages.
 HUGE_ORDER = 9
@@ -69,38 +52,6 @@ FRAGMENT_MIN_SHARE = 0.5
 
 # ---------------------------------------------------------------- pure logic
 
-def keys_for_size(size_gb, per_key, requests_factor=FILL_REQUESTS):
-    """The keyspace N (redis-benchmark -r) so that -n requests_factor*N
-    random SETs write about size_gb of keys: a random key is written at
-    least once with probability 1 - exp(-requests_factor)."""
-    distinct = 1.0 - math.exp(-requests_factor)
-    return max(1, int(round(size_gb * GIB / (per_key * distinct))))
-
-
-def fill_cmd(tools, port, keyspace, value_size, requests_factor=FILL_REQUESTS,
-             clients=FILL_CLIENTS, pipeline=FILL_PIPELINE, requests=None):
-    """redis-benchmark writing random keys of a keyspace."""
-    n = requests if requests is not None else int(math.ceil(requests_factor * keyspace))
-    return [os.path.join(tools, "redis-benchmark"), "-p", str(port), "-t", "set",
-            "-r", str(keyspace), "-n", str(n), "-d", str(value_size), "-c", str(clients),
-            "-P", str(pipeline)]
-
-
-def parse_vmstat(text):
-    """/proc/vmstat as {name: int}."""
-    out = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
-            out[parts[0]] = int(parts[1])
-    return out
-
-
-def vmstat_deltas(before, after, fields=VMSTAT_FIELDS):
-    """{field: after - before} for the fields both have."""
-    return {f: after[f] - before[f] for f in fields if f in before and f in after}
-
-
 def free_huge_mb(buddyinfo, order=HUGE_ORDER, page_kib=4):
     """Free memory in blocks of 2 MiB or more (order >= 9 of 4 KiB pages),
     MB, over every zone of /proc/buddyinfo."""
@@ -111,44 +62,6 @@ def free_huge_mb(buddyinfo, order=HUGE_ORDER, page_kib=4):
         counts = [int(x) for x in line.split("zone", 1)[1].split()[1:]]
         total_pages += sum(n << k for k, n in enumerate(counts) if k >= order)
     return total_pages * page_kib / 1024.0
-
-
-def percentile(sorted_values, q):
-    """The q-th percentile (0-100) of sorted values, nearest rank (as
-    load.ping_percentile)."""
-    n = len(sorted_values)
-    return sorted_values[min(n - 1, max(0, int(math.ceil(q / 100.0 * n)) - 1))]
-
-
-def probe_figures(samples, t0, t1):
-    """The PING probe over [t0, t1] (the round trips sent in it): worst,
-    p99.9, p99, how many and how many per second, how many over 1 ms."""
-    rtts = sorted(r for t, r in samples if t0 <= t <= t1)
-    fig = {"ping_count": len(rtts), "ping_per_s": len(rtts) / (t1 - t0) if t1 > t0 else 0.0,
-           "gaps_over_1ms": sum(1 for r in rtts if r > 1.0)}
-    if rtts:
-        fig.update(max_ping_ms=rtts[-1], ping_p999_ms=percentile(rtts, 99.9),
-                   ping_p99_ms=percentile(rtts, 99))
-    return fig
-
-
-def prefixed(prefix, fig):
-    return {prefix + k: v for k, v in fig.items()}
-
-
-def thp_fields(fork_info):
-    """fork_thp_on (1/0), the fork_thp_tables_* fields and the slack
-    arena's MB of an INFO fork dict, {} for a server without INFO fork; and
-    the heap's status text."""
-    if "fork_thp" not in fork_info:
-        return {}, None
-    fig = {"fork_thp_on": int(fork_info["fork_thp"])}
-    for f in TABLES_FIELDS:
-        if f in fork_info:
-            fig[f] = int(fork_info[f])
-    if SLACK_FIELD in fork_info:
-        fig["fork_thp_slack_mb"] = int(fork_info[SLACK_FIELD]) / MIB
-    return fig, fork_info.get("fork_thp_heap")
 
 
 class FragmentRefused(Exception):
@@ -184,37 +97,8 @@ def fragment_plan(available, need, max_bytes=None, min_share=FRAGMENT_MIN_SHARE,
 
 # ---------------------------------------------------------------- the machine
 
-def read_text(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
-def vmstat():
-    return parse_vmstat(read_text("/proc/vmstat"))
-
-
 def buddy_free_huge_mb():
     return free_huge_mb(read_text("/proc/buddyinfo"))
-
-
-def proc_field(pid, name, path="status"):
-    """A kB field of /proc/PID/status (or smaps_rollup) in bytes, None when absent."""
-    for line in read_text("/proc/%d/%s" % (pid, path)).splitlines():
-        if line.startswith(name + ":"):
-            return int(line.split()[1]) * 1024
-    return None
-
-
-def rss_mb(srv):
-    return (proc_field(srv.proc.pid, "VmRSS") or 0) / MIB
-
-
-def anon_huge_mb(srv):
-    v = proc_field(srv.proc.pid, "AnonHugePages", "smaps_rollup")
-    return None if v is None else v / MIB
 
 
 def available():
@@ -259,124 +143,7 @@ class Fragmenter:
                 self.proc.wait()
 
 
-# ---------------------------------------------------------------- the load
-
-class ProbedLoad:
-    """redis-benchmark with the PING probe beside it on its own connection;
-    the probe's samples go to probe_<tag>.csv.gz, the load's start to
-    probe_<tag>.start (what the timelines align on)."""
-
-    def __init__(self, srv, args, cmd, tag):
-        self.tag, self.out = tag, args.out
-        self.probe_csv = os.path.join(args.out, "probe_%s.csv.gz" % tag)
-        self.probe = start_probe(srv.port, self.probe_csv)
-        try:
-            self.bench = Benchmark(cmd)
-        except BaseException:
-            self.probe.kill()
-            raise
-
-    def running(self):
-        return self.bench.proc.poll() is None
-
-    def cut(self):
-        """End the load now (a load sized to run until told)."""
-        if self.running():
-            self.bench.proc.terminate()
-
-    def finish(self):
-        """(redis-benchmark's output, probe samples) once the load is over."""
-        out = self.bench.wait()
-        time.sleep(0.2)
-        samples = stop_probe(self.probe, self.probe_csv)
-        with open(os.path.join(self.out, "probe_%s.start" % self.tag), "w") as f:
-            f.write("%.6f\n" % self.bench.t_start)
-        return out, samples
-
-    def close(self):
-        """After a failure: nothing left running."""
-        for p in (self.bench.proc, self.probe):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
-def per_key_bytes(args, value_size):
-    """used_memory per key of `value_size` bytes (and a name of
-    redis-benchmark's), measured once on a scratch stock server so that
-    every server of a run gets the same keyspace."""
-    cache = args.__dict__.setdefault("per_key", {})
-    if value_size in cache:
-        return cache[value_size]
-    sample = max(16, min(20000, (64 * MIB) // value_size))
-    srv, work = start_server("stock", args)
-    try:
-        base = int(srv.info("memory")["used_memory"])
-        sha = srv.conn.call("SCRIPT", "LOAD", POPULATE_LUA)
-        srv.conn.call("EVALSHA", sha, 0, 0, sample - 1, value_size)
-        cache[value_size] = (int(srv.info("memory")["used_memory"]) - base) / sample
-    finally:
-        srv.stop()
-        shutil.rmtree(work, ignore_errors=True)
-    return cache[value_size]
-
-
-def fill(srv, args, keyspace, value_size, tag, pipeline=None):
-    """An empty server filled by redis-benchmark, the probe beside it: the
-    fill's figures (not prefixed), the machine's vmstat deltas with vm_."""
-    cmd = fill_cmd(args.tools, srv.port, keyspace, value_size, args.fill_requests,
-                   args.fill_clients, args.fill_pipeline if pipeline is None else pipeline)
-    before = vmstat()
-    pl = ProbedLoad(srv, args, cmd, tag)
-    try:
-        out, samples = pl.finish()
-    finally:
-        pl.close()
-    after = vmstat()
-    t0, t1 = pl.bench.t_start, pl.bench.t_end
-    if pl.bench.proc.returncode != 0:
-        raise RuntimeError("redis-benchmark failed (status %d): %s"
-                           % (pl.bench.proc.returncode, out[-500:]))
-    res = parse_benchmark(out)
-    fig = probe_figures(samples, t0, t1)
-    fig.update({"s": t1 - t0, "rps": res["rps"], "p99_ms": res["p99_ms"],
-                "max_ms": res["max_ms"]})
-    fig.update(prefixed("vm_", vmstat_deltas(before, after)))
-    return fig
-
-
-def no_forks(srv, what):
-    forks = int(srv.info("stats").get("total_forks", 0))
-    if forks:
-        raise RuntimeError("%d forks during %s: the scenario must not fork" % (forks, what))
-
-
-def server_thp(srv, args, run, fig, prefix=""):
-    """fork_thp_on and the tables fields into fig; the heap's status to
-    fork_thp_heap.csv (what auto chose and why)."""
-    got, status = thp_fields(srv.info("fork"))
-    fig.update(prefixed(prefix, got))
-    if status is not None:
-        path = os.path.join(args.out, "fork_thp_heap.csv")
-        new = not os.path.exists(path)
-        with open(path, "a") as f:
-            if new:
-                f.write("size_gb,variant,rep,server,fork_thp_heap\n")
-            f.write("%g,%s,%d,%s,\"%s\"\n" % (run.size, run.variant, run.rep,
-                                             prefix.rstrip("_") or "fill",
-                                             status.replace('"', "'")))
-
-
 # ---------------------------------------------------------------- the fill
-
-def fill_keyspace(args, size, value_size):
-    """The fill's keyspace at a size, the same for every server."""
-    key = "fill %g GB, %d-byte values" % (size, value_size)
-    if key not in args.keys_by_size:
-        args.keys_by_size[key] = keys_for_size(size, per_key_bytes(args, value_size),
-                                               args.fill_requests)
-    return args.keys_by_size[key]
-
 
 def start_fragmenter(args, run, say):
     need = memory_needed(run.size, run.variant, args.scenario)
@@ -413,7 +180,6 @@ def fill_scenario(run, args, say, tag):
             server_thp(srv, args, run, fig)
             if frag is not None:
                 fig["free_2m_end_mb"] = buddy_free_huge_mb()
-            from .scenarios import finish_memory
             finish_memory(srv, fig)
         finally:
             srv.stop()
@@ -426,7 +192,7 @@ def fill_scenario(run, args, say, tag):
 
 def run_one(run, args, say):
     """One server (or the shapes' servers), one size, one repetition."""
-    tag = "%sgb_%s_r%d" % ("%g" % run.size, run.variant, run.rep)
+    tag = run_tag(run)
     if args.scenario == "shapes":
         from . import shapes
         return shapes.run_shapes(run, args, say, tag)

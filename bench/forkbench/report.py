@@ -111,7 +111,7 @@ def site_labels(p, what, during):
 LABELS += site_labels("rewrite", "rewrite", "rewrite time, BGREWRITEAOF to done (s)")
 LABELS += site_labels("sync", "sync", "sync time, REPLICAOF to the replica synced (s)")
 def probe_labels(p, what):
-    """The PING probe over a window (growth.probe_figures)."""
+    """The PING probe over a window (phases.probe_figures)."""
     return [(p + "max_ping_ms", "%s: worst PING round trip (ms)" % what),
             (p + "ping_p999_ms", "%s: PING p99.9 (ms)" % what),
             (p + "ping_p99_ms", "%s: PING p99 (ms)" % what),
@@ -121,7 +121,7 @@ def probe_labels(p, what):
 
 
 def vm_labels(p, what):
-    """The machine's /proc/vmstat deltas over a fill (growth.VMSTAT_FIELDS)."""
+    """The machine's /proc/vmstat deltas over a fill (phases.VMSTAT_FIELDS)."""
     return [(p + "vm_" + f, "%s: %s (machine, /proc/vmstat)" % (what, f))
             for f in ("thp_fault_alloc", "thp_fault_fallback", "compact_stall",
                       "compact_success", "compact_fail", "thp_collapse_alloc")]

@@ -35,9 +35,9 @@ import shutil
 import time
 
 from .machine import host_used, partly_mapped_huge, settled_host_used
-from .growth import (ProbedLoad, fill, fill_cmd, keys_for_size, no_forks, per_key_bytes,
-                     prefixed, probe_figures, rss_mb, anon_huge_mb, server_thp)
 from .load import live_rates, start_probe, stop_probe, window_rps
+from .phases import (ProbedLoad, anon_huge_mb, fill, fill_cmd, fill_keyspace, no_forks,
+                     per_key_bytes, prefixed, probe_figures, rss_mb, server_thp)
 from .server import bgsave_and_wait, cow_mb, fork_fields, populate, start_server
 from .variants import GIB, MIB
 
@@ -217,14 +217,6 @@ def shape_churn(run, args, say, tag, fig):
         no_forks(srv, "the churn shape")
 
 
-def large_keyspace(args, size, value_size):
-    key = "large %g GB, %d-byte values" % (size, value_size)
-    if key not in args.keys_by_size:
-        args.keys_by_size[key] = keys_for_size(size, per_key_bytes(args, value_size),
-                                               args.fill_requests)
-    return args.keys_by_size[key]
-
-
 def save_under_load(srv, args, keyspace, value_size, tag):
     """A BGSAVE under the fill's write load (cut once the save is over):
     the probe's figures over the save, its fork, length and COW."""
@@ -254,7 +246,7 @@ def save_under_load(srv, args, keyspace, value_size, tag):
 def shape_large(run, args, say, tag, fig):
     for value_size in args.large_values:
         name = "large" + value_name(value_size)
-        keyspace = large_keyspace(args, run.size, value_size)
+        keyspace = fill_keyspace(args, run.size, value_size, "large")
         host_base = settled_host_used()
         with Servers(run.variant, args) as s:
             srv = s.start()

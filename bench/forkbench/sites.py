@@ -53,12 +53,11 @@ import re
 import shutil
 import time
 
-from .growth import anon_huge_mb
 from .load import (LoadRun, gap_summary, load_requests, ping_percentile, window_rps,
                    write_save_marks)
+from .phases import anon_huge_mb, control_ratios, idle_saves, wait_collapse
 from .progress import fmt_secs
 from .resp import RedisError
-from .scenarios import control_ratios, idle_saves, wait_collapse
 from .server import fork_fields, fork_started_at, start_server
 from .variants import MIB, SITE_LOAD_FACTOR
 

@@ -19,7 +19,7 @@ steady scenario of make bench, on the same code. Meanwhile:
 
 The control and every round load the server for the same time, long
 enough to cover the save and the re-collapse after it
-(scenarios.steady_load_seconds; --load-seconds is the least).
+(phases.steady_load_seconds; --load-seconds is the least).
 
 Then each of the --top worst round trips of the save runs (and of the
 control, for comparison) is explained from the main thread's timeline over
@@ -52,9 +52,9 @@ import threading
 import time
 
 from .load import load_requests, load_run
+from .phases import (collapse_counters, collapse_figures, idle_saves, steady_load_seconds,
+                     wait_collapse)
 from .progress import START
-from .scenarios import (collapse_counters, collapse_figures, idle_saves,
-                        steady_load_seconds, wait_collapse)
 from .server import populate, start_server
 from .variants import GIB, VARIANTS
 

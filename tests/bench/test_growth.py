@@ -1,15 +1,15 @@
-"""forkbench.growth and forkbench.shapes: the fill's keyspace and command,
-/proc/vmstat and /proc/buddyinfo, the probe's figures over a window, INFO
-fork's fork-thp fields, how much memory the fragmenter may take, the
-shapes' names and options, and the tables, labels and verdicts of their
-folders."""
+"""forkbench.growth, forkbench.shapes and the fill of forkbench.phases: the
+fill's keyspace and command, /proc/vmstat and /proc/buddyinfo, the probe's
+figures over a window, INFO fork's fork-thp fields, how much memory the
+fragmenter may take, the shapes' names and options, and the tables, labels
+and verdicts of their folders."""
 import math
 import types
 
 import pytest
 
 from conftest import write_results
-from forkbench import cli, growth, report, runplan, shapes, stats, tables, variants
+from forkbench import cli, growth, phases, report, runplan, shapes, stats, tables, variants
 from forkbench.variants import GIB, MIB
 
 
@@ -17,20 +17,20 @@ from forkbench.variants import GIB, MIB
 
 def test_keyspace_reaches_the_size():
     # 1.5N random SETs write N(1 - e^-1.5) distinct keys: 77.7% of N
-    n = growth.keys_for_size(2, 400)
+    n = phases.keys_for_size(2, 400)
     assert n == round(2 * GIB / (400 * (1 - math.exp(-1.5))))
     assert abs(n * (1 - math.exp(-1.5)) * 400 - 2 * GIB) < 400
     # more requests per key: a smaller keyspace for the same size
-    assert growth.keys_for_size(2, 400, 3.0) < n
-    assert growth.keys_for_size(1e-9, 400) == 1
+    assert phases.keys_for_size(2, 400, 3.0) < n
+    assert phases.keys_for_size(1e-9, 400) == 1
 
 
 def test_fill_command_is_the_new_users():
-    cmd = growth.fill_cmd("/t", 7000, 5400000, 256)
+    cmd = phases.fill_cmd("/t", 7000, 5400000, 256)
     assert cmd[0] == "/t/redis-benchmark"
     assert cmd[1:] == ["-p", "7000", "-t", "set", "-r", "5400000", "-n", "8100000",
                        "-d", "256", "-c", "20", "-P", "16"]
-    cut = growth.fill_cmd("/t", 1, 10, 131072, clients=5, pipeline=1, requests=99)
+    cut = phases.fill_cmd("/t", 1, 10, 131072, clients=5, pipeline=1, requests=99)
     assert cut[cut.index("-n") + 1] == "99" and cut[cut.index("-P") + 1] == "1"
     assert cut[cut.index("-c") + 1] == "5"
 
@@ -45,10 +45,10 @@ weird line here
 
 
 def test_vmstat_deltas():
-    before = growth.parse_vmstat(VMSTAT)
+    before = phases.parse_vmstat(VMSTAT)
     assert before["thp_fault_alloc"] == 836 and "weird" not in before
     after = dict(before, thp_fault_alloc=1672, compact_stall=2)
-    d = growth.vmstat_deltas(before, after)
+    d = phases.vmstat_deltas(before, after)
     assert d == {"thp_fault_alloc": 836, "thp_fault_fallback": 0, "compact_stall": 2,
                  "compact_success": 0}
     # a kernel without a counter: left out, not 0
@@ -72,7 +72,7 @@ def test_free_memory_in_2m_blocks():
 def test_probe_figures_over_the_window():
     samples = [(0.5, 9.0)] + [(1.0 + i / 1000.0, 0.1) for i in range(1000)] + [
         (1.5005, 175.0), (1.6, 3.0), (2.5, 50.0)]
-    fig = growth.probe_figures(samples, 1.0, 2.0)
+    fig = phases.probe_figures(samples, 1.0, 2.0)
     # the round trips sent before the fill or after it do not count
     assert fig["ping_count"] == 1002
     assert fig["max_ping_ms"] == 175.0
@@ -81,7 +81,7 @@ def test_probe_figures_over_the_window():
     # nearest rank: the 1001st of 1002 for p99.9, the 992nd for p99
     assert fig["ping_p999_ms"] == 3.0
     assert fig["ping_p99_ms"] == 0.1
-    empty = growth.probe_figures(samples, 3.0, 4.0)
+    empty = phases.probe_figures(samples, 3.0, 4.0)
     assert empty["ping_count"] == 0 and "max_ping_ms" not in empty
 
 
@@ -89,16 +89,16 @@ def test_fork_thp_fields_optional():
     info = {"fork_thp": "1", "fork_thp_heap": "on: auto: why", "fork_thp_tables_held": "1",
             "fork_thp_tables_held_total": "12", "fork_thp_tables_not_held": "0",
             "fork_thp_slack_active_bytes": str(3 << 20)}
-    fig, status = growth.thp_fields(info)
+    fig, status = phases.thp_fields(info)
     assert fig == {"fork_thp_on": 1, "fork_thp_tables_held": 1,
                    "fork_thp_tables_held_total": 12, "fork_thp_tables_not_held": 0,
                    "fork_thp_slack_mb": 3.0}
     assert status == "on: auto: why"
     # a server without the tables fields: reported without them
-    fig, _ = growth.thp_fields({"fork_thp": "0", "fork_thp_heap": "off"})
+    fig, _ = phases.thp_fields({"fork_thp": "0", "fork_thp_heap": "off"})
     assert fig == {"fork_thp_on": 0}
     # stock has no INFO fork
-    assert growth.thp_fields({}) == ({}, None)
+    assert phases.thp_fields({}) == ({}, None)
 
 
 # ---------------------------------------------------------------- fragmenting
@@ -318,10 +318,10 @@ class FakeServer:
 
 
 def test_a_fork_fails_the_run():
-    growth.no_forks(FakeServer(stats={"total_forks": "0"}), "the fill")
-    growth.no_forks(FakeServer(stats={}), "the fill")          # a peer that does not count
+    phases.no_forks(FakeServer(stats={"total_forks": "0"}), "the fill")
+    phases.no_forks(FakeServer(stats={}), "the fill")          # a peer that does not count
     with pytest.raises(RuntimeError, match="2 forks during the fill"):
-        growth.no_forks(FakeServer(stats={"total_forks": "2"}), "the fill")
+        phases.no_forks(FakeServer(stats={"total_forks": "2"}), "the fill")
 
 
 def test_what_fork_thp_chose_is_recorded(tmp_path):
@@ -329,9 +329,9 @@ def test_what_fork_thp_chose_is_recorded(tmp_path):
     run = runplan.Run(1, 2, 0.5, "afork-thp-auto", 1)
     fig = {}
     heap = 'off: auto: "maxmemory is 4 MiB"'
-    growth.server_thp(FakeServer(fork={"fork_thp": "0", "fork_thp_heap": heap}), args, run,
+    phases.server_thp(FakeServer(fork={"fork_thp": "0", "fork_thp_heap": heap}), args, run,
                       fig, "maxmem_")
-    growth.server_thp(FakeServer(fork={"fork_thp": "1", "fork_thp_heap": "on"}), args,
+    phases.server_thp(FakeServer(fork={"fork_thp": "1", "fork_thp_heap": "on"}), args,
                       run._replace(variant="redis-afork"), fig)
     assert fig == {"maxmem_fork_thp_on": 0, "fork_thp_on": 1}
     import csv
@@ -340,5 +340,5 @@ def test_what_fork_thp_chose_is_recorded(tmp_path):
         ("afork-thp-auto", "2", "maxmem", "off: auto: 'maxmemory is 4 MiB'"),
         ("redis-afork", "2", "fill", "on")]
     # stock: nothing recorded
-    growth.server_thp(FakeServer(), args, run._replace(variant="stock"), fig)
+    phases.server_thp(FakeServer(), args, run._replace(variant="stock"), fig)
     assert len(list(csv.DictReader(open(tmp_path / "fork_thp_heap.csv")))) == 2

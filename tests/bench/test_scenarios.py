@@ -1,28 +1,28 @@
-"""forkbench.scenarios, variants and peers: the steady load's length, the
+"""forkbench.phases, variants and peers: the steady load's length, the
 save-vs-control ratios, what a size needs, peers' names."""
 import types
 
 import pytest
 
-from forkbench import peers, scenarios, variants
+from forkbench import peers, phases, variants
 
 
 def test_steady_load_covers_save_and_pass():
     args = types.SimpleNamespace(load_seconds=15, pass_margin_seconds=3.0)
     # 4 GB: 2 x 17.7 s of idle save + a 16 s pass at 256 MB/s + 3 s, x 1.5
-    got = scenarios.steady_load_seconds(args, 4.0, 17.7)
+    got = phases.steady_load_seconds(args, 4.0, 17.7)
     assert abs(got - 1.5 * (2 * 17.7 + 4096 / variants.COLLAPSE_RATE_MB_S + 3.0)) < 1e-9
     # tiny: --load-seconds is the least
-    assert scenarios.steady_load_seconds(args, 0.001, 0.01) == 15
+    assert phases.steady_load_seconds(args, 0.001, 0.01) == 15
 
 
 def test_control_ratios():
     fig = {"nosave_max_ms": 4.0, "nosave_p99_ms": 1.0, "save_max_ms": 10.0,
            "save_p99_ms": 1.5}
-    scenarios.control_ratios(fig, "save_max_ms", "save_p99_ms")
+    phases.control_ratios(fig, "save_max_ms", "save_p99_ms")
     assert fig["save_vs_control_max"] == 2.5 and fig["save_vs_control_p99"] == 1.5
     none = {"nosave_max_ms": 0, "save_max_ms": 3.0}
-    scenarios.control_ratios(none, "save_max_ms", "save_p99_ms")
+    phases.control_ratios(none, "save_max_ms", "save_p99_ms")
     assert "save_vs_control_max" not in none
 
 
@@ -31,14 +31,14 @@ def test_collapse_figures_are_the_pass_deltas():
         "fork_thp_collapse_passes": "1", "fork_thp_collapse_ranges": str(ranges),
         "fork_thp_collapse_usec": str(usec), "fork_thp_collapse_warm_usec": str(warm),
         "latest_fork_thp_collapse_max_usec": str(mx)}
-    before = scenarios.collapse_counters(info(100, 50000, 10000, 9000))
-    after = scenarios.collapse_counters(info(300, 250000, 50000, 25000))
-    assert scenarios.collapse_figures(before, after) == {
+    before = phases.collapse_counters(info(100, 50000, 10000, 9000))
+    after = phases.collapse_counters(info(300, 250000, 50000, 25000))
+    assert phases.collapse_figures(before, after) == {
         "collapse_max_ms": 25.0, "collapse_ranges": 200, "collapse_ms_per_range": 1.0,
         "warm_ms_per_range": 0.2}
     # stock has no collapse thread: no figures
-    assert scenarios.collapse_counters({"latest_fork_usec": "5"}) == {}
-    assert scenarios.collapse_figures({}, after) == {}
+    assert phases.collapse_counters({"latest_fork_usec": "5"}) == {}
+    assert phases.collapse_figures({}, after) == {}
 
 
 def test_memory_needed_by_the_largest_variant():
