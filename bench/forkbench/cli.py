@@ -18,8 +18,12 @@ repetition to the next (runplan). One run of one server:
              during the save is also given against the control;
   memory     peak RSS (VmHWM), fragmentation.
 
+That is the fork scenario (forkbench.fork). forkbench.registry names the
+function that runs each --scenario; the phases they share are
+forkbench.phases'.
+
 --scenario steady replaces idle + load by a first BGSAVE, the control, and
---rounds rounds of load + BGSAVE (fork-thp's steady state). --scenario
+--rounds rounds of load + BGSAVE (fork-thp's steady state, forkbench.steady). --scenario
 aofrewrite, sync-disk and sync-diskless fork at the other sites under the
 same load: BGREWRITEAOF with appendonly yes, a replica's full sync
 (forkbench.sites).
@@ -50,9 +54,9 @@ import sys
 import time
 
 from . import machine, report, runplan
-from .variants import GIB, VARIANTS, SCENARIOS, largest_need, memory_factor
+from .variants import GIB, VARIANTS, largest_need, memory_factor
 from .progress import START, Progress, note, fmt_size
-from .scenarios import run_one
+from .registry import SCENARIOS
 from . import growth, phases, shapes
 from .peers import parse_peer, check_peers
 from .records import source_state, machine_record, write_json, RUNS_HEADER, append_run, append_figures
@@ -238,7 +242,7 @@ def check_args(p, a):
         p.error("--idle-saves and --rounds: give 1 or more")
     if a.pass_margin_seconds < 0:
         p.error("--pass-margin-seconds: give 0 or more")
-    a.variants = (a.variants or SCENARIOS[a.scenario]).split()
+    a.variants = (a.variants or SCENARIOS[a.scenario].variants).split()
     for v in a.variants:
         if v not in VARIANTS:
             p.error("--variants: unknown variant %r (known: %s)" % (v, ", ".join(VARIANTS)))
@@ -343,7 +347,7 @@ def run_all(args, runs, progress, monitor):
         mark, started = monitor.mark(), time.time()
         status = "ok"
         try:
-            fig = run_one(run, args, progress.say)
+            fig = SCENARIOS[args.scenario].run(run, args, progress.say)
             append_figures(results_csv, run, fig)
         except Exception as e:  # noqa: BLE001 -- a peer's failure is reported, not fatal
             if run.variant not in args.peers:

@@ -1,4 +1,4 @@
-"""forkbench.growth -- what fork-thp costs while a dataset grows, and the evidence for `auto`.
+"""forkbench.growth -- the fill scenarios: what fork-thp costs while a dataset grows.
 
 No fork anywhere in these scenarios (checked: total_forks stays 0, except
 the large-values shape's own BGSAVE): they measure what huge pages cost
@@ -6,14 +6,17 @@ a server while its memory grows, which the fork scenarios never see.
 
   fill             an empty server filled to the size by redis-benchmark the
                    way a new user would: `-t set -r N -n 1.5N -d 256 -c 20
-                   -P 16` (N: keys_for_size, so that the keys written reach
-                   the size), the PING probe beside it;
+                   -P 16` (N: phases.keys_for_size, so that the keys written
+                   reach the size), the PING probe beside it;
   fill-fragmented  the same, with most of the machine's other free memory
                    fragmented first (forkbench.fragment, sized by
                    fragment_plan so that the servers keep what they need);
-  shapes           where THP has hurt Redis before (forkbench.shapes):
+  shapes           where THP has hurt Redis before, run by forkbench.shapes:
                    small instance, many instances, delete churn with
                    activedefrag, large values, maxmemory with eviction.
+
+With the shapes they are the evidence for `fork-thp auto`. This module
+runs the first two; the fill itself is forkbench.phases'.
 
 Fill figures: the probe's worst round trip, p99.9, p99 and round trips
 completed (and per second) during the fill; redis-benchmark's throughput
@@ -39,8 +42,6 @@ from .phases import (anon_huge_mb, fill, fill_keyspace, finish_memory, no_forks,
                      read_text, rss_mb, run_tag, server_thp)
 from .server import start_server
 from .variants import GIB, MIB, MEMORY_EXTRA, memory_needed
-
-SCENARIOS = ("fill", "fill-fragmented", "shapes")
 
 # A 2 MiB block is order 9 of 4 KiB pages.
 HUGE_ORDER = 9
@@ -190,10 +191,7 @@ def fill_scenario(run, args, say, tag):
     return fig
 
 
-def run_one(run, args, say):
-    """One server (or the shapes' servers), one size, one repetition."""
-    tag = run_tag(run)
-    if args.scenario == "shapes":
-        from . import shapes
-        return shapes.run_shapes(run, args, say, tag)
-    return fill_scenario(run, args, say, tag)
+def run_fill(run, args, say):
+    """One server, one size, one repetition of the fill or fill-fragmented
+    scenario (args.scenario says which): its figures."""
+    return fill_scenario(run, args, say, run_tag(run))

@@ -1,8 +1,8 @@
 """forkbench.shapes -- the shapes where transparent huge pages have hurt Redis before.
 
-The shapes scenario (forkbench.growth) runs, per server and size, every
-shape of --shapes on fresh servers of that variant, one after the other
-(each bounded by its options):
+The shapes scenario runs, per server and size, every shape of --shapes on
+fresh servers of that variant, one after the other (each bounded by its
+options):
 
   small     one server empty, then filled to --small-mb (10): its RSS
             both times (the fixed memory cost of an instance);
@@ -37,7 +37,7 @@ import time
 from .machine import host_used, partly_mapped_huge, settled_host_used
 from .load import live_rates, start_probe, stop_probe, window_rps
 from .phases import (ProbedLoad, anon_huge_mb, fill, fill_cmd, fill_keyspace, no_forks,
-                     per_key_bytes, prefixed, probe_figures, rss_mb, server_thp)
+                     per_key_bytes, prefixed, probe_figures, rss_mb, run_tag, server_thp)
 from .server import bgsave_and_wait, cow_mb, fork_fields, populate, start_server
 from .variants import GIB, MIB
 
@@ -324,9 +324,10 @@ SHAPE_RUNS = {"small": shape_small, "many": shape_many, "churn": shape_churn,
               "large": shape_large, "maxmemory": shape_maxmemory}
 
 
-def run_shapes(run, args, say, tag):
-    """Every shape of --shapes on fresh servers of one variant."""
-    fig = {}
+def run_shapes(run, args, say):
+    """Every shape of --shapes on fresh servers of one variant, one size,
+    one repetition: their figures."""
+    fig, tag = {}, run_tag(run)
     for name in args.shapes:
         SHAPE_RUNS[name](run, args, say, tag, fig)
     return fig

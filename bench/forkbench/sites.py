@@ -55,7 +55,8 @@ import time
 
 from .load import (LoadRun, gap_summary, load_requests, ping_percentile, window_rps,
                    write_save_marks)
-from .phases import anon_huge_mb, control_ratios, idle_saves, wait_collapse
+from .phases import (anon_huge_mb, control_ratios, idle_saves, populated, run_tag,
+                     wait_collapse)
 from .progress import fmt_secs
 from .resp import RedisError
 from .server import fork_fields, fork_started_at, start_server
@@ -441,3 +442,11 @@ def site_scenario(srv, args, keys, tag, fig, say, run):
             except (OSError, RedisError):
                 replica.kill()
             shutil.rmtree(work, ignore_errors=True)
+
+
+def run_site(run, args, say):
+    """One server, one size, one repetition of the aofrewrite, sync-disk or
+    sync-diskless scenario (args.scenario says which): its figures."""
+    with populated(run, args, say, site_config(args.scenario)) as (srv, keys, fig):
+        site_scenario(srv, args, keys, run_tag(run), fig, say, run)
+    return fig

@@ -37,24 +37,6 @@ VARIANTS = {
 }
 
 
-# scenario -> default variants
-SCENARIOS = {
-    "fork": "stock redis-afork",
-    # afork-thp (no re-collapse) is the ablation: --variants adds it.
-    "steady": "stock afork-thp-collapse",
-    # The other fork sites (forkbench.sites): stock, redis-afork as shipped
-    # and with fork-thp forced on, as the BGSAVE scenarios between them.
-    "aofrewrite": "stock redis-afork afork-thp-collapse",
-    "sync-disk": "stock redis-afork afork-thp-collapse",
-    "sync-diskless": "stock redis-afork afork-thp-collapse",
-    # fork-thp's default (forkbench.growth): stock, redis-afork as shipped,
-    # fork-thp auto and fork-thp yes with its defaults.
-    "fill": "stock redis-afork afork-thp-auto afork-thp-collapse",
-    "fill-fragmented": "stock redis-afork afork-thp-auto afork-thp-collapse",
-    "shapes": "stock redis-afork afork-thp-auto afork-thp-collapse",
-}
-
-
 # The other fork sites' load, as a multiple of the idle fork's length
 # (forkbench.sites; the site starts a third in, so the load must last half
 # as long again as the site): a rewrite under load takes up to about 2.2

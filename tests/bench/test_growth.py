@@ -9,7 +9,8 @@ import types
 import pytest
 
 from conftest import write_results
-from forkbench import cli, growth, phases, report, runplan, shapes, stats, tables, variants
+from forkbench import (cli, growth, phases, registry, report, runplan, shapes, stats, tables,
+                       variants)
 from forkbench.variants import GIB, MIB
 
 
@@ -217,7 +218,7 @@ def test_growth_options_checked():
 
 def test_variants_of_the_growth_scenarios():
     for s in ("fill", "fill-fragmented", "shapes"):
-        assert variants.SCENARIOS[s].split() == ["stock", "redis-afork", "afork-thp-auto",
+        assert registry.SCENARIOS[s].variants.split() == ["stock", "redis-afork", "afork-thp-auto",
                                                  "afork-thp-collapse"]
     assert variants.VARIANTS["afork-thp-auto"] == ("afork", ["--fork-thp", "auto"])
     assert variants.VARIANTS["redis-afork"] == ("afork", [])

@@ -1,10 +1,11 @@
-"""forkbench.phases, variants and peers: the steady load's length, the
-save-vs-control ratios, what a size needs, peers' names."""
+"""forkbench.phases, registry, variants and peers: the steady load's length,
+the save-vs-control ratios, the scenarios and their servers, what a size
+needs, peers' names."""
 import types
 
 import pytest
 
-from forkbench import peers, phases, variants
+from forkbench import fork, peers, phases, registry, variants
 
 
 def test_steady_load_covers_save_and_pass():
@@ -47,7 +48,16 @@ def test_memory_needed_by_the_largest_variant():
     assert variants.memory_needed(1, "afork-thp-collapse") == int(2.1 * gib) + variants.MEMORY_EXTRA
     assert variants.memory_needed(1, "a-peer") == int(2.25 * gib) + variants.MEMORY_EXTRA
     assert variants.largest_need(8, ["stock", "afork-thp-collapse"])[1] == "afork-thp-collapse"
-    assert set(variants.SCENARIOS["steady"].split()) <= set(variants.VARIANTS)
+
+
+def test_every_scenario_is_registered_with_its_run_and_servers():
+    assert sorted(registry.SCENARIOS) == ["aofrewrite", "fill", "fill-fragmented", "fork",
+                                          "shapes", "steady", "sync-disk", "sync-diskless"]
+    for scenario in registry.SCENARIOS.values():
+        assert callable(scenario.run)
+        assert set(scenario.variants.split()) <= set(variants.VARIANTS)
+    assert registry.SCENARIOS["fork"].run is fork.run_fork
+    assert registry.SCENARIOS["steady"].variants == "stock afork-thp-collapse"
 
 
 def test_parse_peer():

@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from forkbench import load, runplan, server, sites, stats, variants
+from forkbench import load, registry, runplan, server, sites, stats, variants
 from forkbench.report import LABELS
 
 
@@ -272,7 +272,7 @@ def test_sync_memory_counts_the_replica_and_the_buffered_writes():
     assert variants.largest_need(4, ["stock", "afork-thp-collapse"], "sync-diskless") == (
         int(4.1 * 4 * gib) + variants.MEMORY_EXTRA, "afork-thp-collapse")
     for scenario in sites.SITES:
-        assert set(variants.SCENARIOS[scenario].split()) <= set(variants.VARIANTS)
+        assert set(registry.SCENARIOS[scenario].variants.split()) <= set(variants.VARIANTS)
         assert scenario in variants.SITE_LOAD_FACTOR
 
 

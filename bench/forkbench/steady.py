@@ -1,29 +1,18 @@
-"""The scenarios: one server's run (fork: idle saves and a save under load; steady: rounds of load and save with the re-collapse; the other fork sites: forkbench.sites; a dataset growing and the shapes: forkbench.growth)."""
+"""forkbench.steady -- the steady scenario: fork-thp's steady state, rounds of load and save.
+
+One run, on a server populated with the run's keys (phases.populated): a
+first BGSAVE, the control, then --rounds rounds of {write load over the
+whole keyspace, BGSAVE a third in}, each load long enough for the save
+and fork-thp's re-collapse after it (phases.steady_load_seconds), each
+round's pass waited for before the next; the summary skips round 1.
+"""
 import statistics
 
-from .variants import MIB
-from .progress import fmt_secs
-from .load import load_run, load_requests
+from .load import load_requests, load_run
 from .phases import (collapse_counters, collapse_figures, control_ratios, idle_saves,
                      populated, run_tag, steady_load_seconds, wait_collapse)
-
-
-def fork_scenario(srv, args, keys, tag, fig, say):
-    say("idle: %d BGSAVEs" % args.idle_saves)
-    idle = idle_saves(srv, args.idle_saves)
-    fig.update(idle)
-    requests, seconds = load_requests(srv, args, keys, idle["idle_save_s"])
-    say("load without save (%d requests, ~%ss)" % (requests, fmt_secs(seconds)))
-    ctl = load_run(srv, args, keys, requests, tag + "_nosave", False, seconds)
-    for k in ("rps", "p50_ms", "p99_ms", "p999_ms", "max_ms", "gaps_over_1ms", "max_gap_ms"):
-        fig["nosave_" + k] = ctl[k]
-    say("load with BGSAVE")
-    sv = load_run(srv, args, keys, requests, tag + "_save", True, seconds)
-    for k in ("fork_ms", "save_s", "cow_mb", "rps", "p50_ms", "p99_ms", "p999_ms",
-              "max_ms", "gaps_over_1ms", "max_gap_ms", "total_gap_ms", "outlasted_load"):
-        if k in sv:
-            fig["save_" + k] = sv[k]
-    control_ratios(fig, "save_max_ms", "save_p99_ms")
+from .progress import fmt_secs
+from .variants import MIB
 
 
 def steady_round(srv, args, keys, requests, seconds, tag, rnd, fig):
@@ -87,17 +76,8 @@ def steady_scenario(srv, args, keys, tag, fig, say):
     control_ratios(fig, "steady_max_ms_median", "steady_p99_ms_median")
 
 
-def run_one(run, args, say):
+def run_steady(run, args, say):
     """One server, one size, one repetition: its figures (metric -> value)."""
-    from . import growth, sites   # both build on this module's phases
-    if args.scenario in growth.SCENARIOS:
-        return growth.run_one(run, args, say)
-    with populated(run, args, say, sites.site_config(args.scenario)) as (srv, keys, fig):
-        tag = run_tag(run)
-        if args.scenario == "steady":
-            steady_scenario(srv, args, keys, tag, fig, say)
-        elif args.scenario in sites.SITES:
-            sites.site_scenario(srv, args, keys, tag, fig, say, run)
-        else:
-            fork_scenario(srv, args, keys, tag, fig, say)
+    with populated(run, args, say) as (srv, keys, fig):
+        steady_scenario(srv, args, keys, run_tag(run), fig, say)
     return fig
