@@ -43,13 +43,15 @@ Writes to the output folder: results.csv (every figure of every run),
 runs.csv (what ran when, and what else used the CPU meanwhile),
 machine.json, monitor.csv.gz, summary.csv and results.md (report: median
 and spread, ratio to the baseline with its confidence interval, verdict),
-the probe timelines and the plots (plots). Run through bench/run.sh (python3 -m forkbench).
+the probe timelines and the plots (plots, in a process of its own). Run through
+bench/run.sh (python3 -m forkbench).
 """
 import argparse
 import atexit
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
 
@@ -58,6 +60,7 @@ from .variants import GIB, VARIANTS, largest_need, memory_factor
 from .progress import START, Progress, note, fmt_size
 from .registry import SCENARIOS
 from . import growth, phases, shapes
+from .load import start_module
 from .peers import parse_peer, check_peers
 from .records import source_state, machine_record, write_json, RUNS_HEADER, append_run, append_figures
 
@@ -363,6 +366,14 @@ def run_all(args, runs, progress, monitor):
     return failed
 
 
+def draw_plots(out):
+    """forkbench.plots on the results, in a process of its own: matplotlib
+    never loads into the process that ran the servers."""
+    status = start_module("plots", [out], stdout=subprocess.DEVNULL).wait()
+    if status:
+        sys.exit("bench: the plots failed (exit status %d)" % status)
+
+
 def main():
     args = parse_args()
     refuse_sizes_that_do_not_fit(args.sizes, args.variants, args.scenario)
@@ -398,7 +409,6 @@ def main():
     write_json(rec, os.path.join(args.out, "machine.json"))
     report.write(args.out)
     note("plots")
-    from . import plots   # matplotlib: only once the runs are done
-    plots.draw(args.out)
+    draw_plots(args.out)
     note("done in %s: %s/results.md" % (runplan.fmt_duration(time.time() - START), args.out))
 

@@ -31,13 +31,11 @@ in 2 MiB blocks (/proc/buddyinfo) before, after fragmenting and at the
 fill's end.
 """
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 
-from .load import PACKAGE_PARENT
+from .load import start_module
 from .phases import (anon_huge_mb, fill, fill_keyspace, finish_memory, no_forks, prefixed,
                      read_text, rss_mb, run_tag, server_thp)
 from .server import start_server
@@ -114,12 +112,10 @@ class Fragmenter:
     until stop()."""
 
     def __init__(self, nbytes):
-        env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT)
         self.free_before = buddy_free_huge_mb()
         t0 = time.time()
-        self.proc = subprocess.Popen([sys.executable, "-m", "forkbench.fragment", str(nbytes)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env=env)
+        self.proc = start_module("fragment", [str(nbytes)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if not line.startswith("ready "):
             self.stop()

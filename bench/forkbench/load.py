@@ -71,12 +71,19 @@ def calibrate(srv, args, keys):
     return run_benchmark(args.tools, srv.port, keys, args.value_size, n)["rps"]
 
 
+def start_module(module, argv, **popen):
+    """python3 -m forkbench.<module> ARGV in a process of its own, which finds
+    the package wherever the bench was started from (popen: subprocess.Popen's
+    options)."""
+    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT)
+    return subprocess.Popen([sys.executable, "-m", "forkbench." + module] + list(argv),
+                            env=env, **popen)
+
+
 def start_probe(port, path):
     """The PING probe (forkbench.probe) in a process of its own, on its own
     connection; returns once it has connected."""
-    env = dict(os.environ, PYTHONPATH=PACKAGE_PARENT)
-    proc = subprocess.Popen([sys.executable, "-m", "forkbench.probe", str(port), path],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    proc = start_module("probe", [str(port), path], stdout=subprocess.PIPE, text=True)
     if proc.stdout.readline().strip() != "ready":
         proc.wait()
         raise RuntimeError("the PING probe could not connect")

@@ -26,7 +26,7 @@
   plots.json                     what each picture holds (series and points),
                                  so a test can check them without reading PNGs
 
-    python3 -m forkbench.plots RESULTS_DIR     (the bench calls draw() itself)
+    python3 -m forkbench.plots RESULTS_DIR     (make bench runs it so once the runs are done)
 """
 import csv
 import gzip

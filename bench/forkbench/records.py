@@ -4,6 +4,7 @@ import os
 import platform
 import subprocess
 import time
+from importlib import metadata
 
 from . import machine, report
 from .progress import fmt_size
@@ -36,12 +37,16 @@ def source_state(args):
     return state
 
 
-def machine_record(args, source, before, pretouched):
+def matplotlib_version():
+    """The plots' matplotlib, as installed (not imported: the runs' process
+    never loads it)."""
     try:
-        import matplotlib
-        mpl = matplotlib.__version__
-    except ImportError:
-        mpl = "not installed"
+        return metadata.version("matplotlib")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine_record(args, source, before, pretouched):
     rec = {"date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
     rec.update(machine.describe())
     rec.update({
@@ -52,7 +57,7 @@ def machine_record(args, source, before, pretouched):
         "redis_afork": version(os.path.join(args.afork_bin, "redis-server")),
         "redis_afork_commit": source["checkout"]["describe"],
         "source": source, "dirty": source["dirty"],
-        "python": platform.python_version(), "matplotlib": mpl,
+        "python": platform.python_version(), "matplotlib": matplotlib_version(),
         "value_size": args.value_size, "load_seconds": args.load_seconds,
         "calibrate_seconds": args.calibrate_seconds, "idle_saves": args.idle_saves,
         "variants": {v: server_binary(v, args)[1] for v in args.variants},
