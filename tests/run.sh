@@ -2,10 +2,10 @@
 # run.sh -- redis-afork's test driver (make test, make test-upstream).
 #
 #   tests/run.sh                 our Tcl tests (tests/afork, run by upstream's
-#                                harness) + the upstream units in UNITS below,
-#                                twice: as configured, then with
-#                                --config fork-quiet-window yes
-#                                --config fork-thp yes
+#                                harness) + the upstream units in UNITS below
+#                                with --config fork-quiet-window yes
+#                                --config fork-thp yes (with the defaults they
+#                                run in --upstream-all's whole suite)
 #                                + our system tests (tests/system/*.sh)
 #                                + the bench's unit tests (tests/bench, pytest)
 #   tests/run.sh --upstream-all  upstream's whole Tcl suite (runtest: units,
@@ -125,14 +125,25 @@ run_tcl() {
     fi
 }
 
-# run_cluster LOGNAME: upstream's legacy cluster suite (runtest-cluster,
-# tests/cluster), whose harness prints "HH:MM:SS> name: OK" for a passed
-# test and "FAILED: ..." for a failed one (or one whose unit broke off).
-run_cluster() {
-    local log=$logdir/$1.log rc plain n_ok n_err
-    echo "== legacy cluster suite (runtest-cluster ${TCL_ARGS:-}); log: $log"
-    (cd "$tree" && ./runtest-cluster ${TCL_ARGS:-}) 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
+# start_cluster LOGNAME: upstream's legacy cluster suite (runtest-cluster,
+# tests/cluster) in the background, into LOGNAME's log: it runs beside the
+# Tcl suite (its instances use ports 30000 and up, the Tcl suite's end
+# below that), as both spend most of their time waiting. count_cluster
+# waits for it and counts its log: its harness prints "HH:MM:SS> name: OK"
+# for a passed test and "FAILED: ..." for a failed one (or one whose unit
+# broke off).
+start_cluster() {
+    cluster_log=$logdir/$1.log
+    echo "== legacy cluster suite (runtest-cluster ${TCL_ARGS:-}), beside the Tcl suite; log: $cluster_log"
+    (cd "$tree" && exec ./runtest-cluster ${TCL_ARGS:-}) >"$cluster_log" 2>&1 &
+    cluster_pid=$!
+}
+count_cluster() {
+    local rc plain n_ok n_err log=$cluster_log
+    wait "$cluster_pid"
+    rc=$?
+    echo "== legacy cluster suite ended (status $rc); its last lines:"
+    tail -n 5 "$log"
     plain=$(sed 's/\x1b\[[0-9;]*m//g' "$log")
     n_ok=$(grep -cE '^[0-9:]{8}> .*: OK$' <<<"$plain")
     n_err=$(grep -c 'FAILED' <<<"$plain")
@@ -201,8 +212,9 @@ run_pytest() {
 
 start=$(date +%s)
 if [ "${1:-}" = "--upstream-all" ]; then
+    start_cluster cluster-all
     run_tcl tcl-all
-    run_cluster cluster-all
+    count_cluster
 else
     "$top/upstream/tree.sh" check "$tree" ||
         echo "WARNING: the tests run the build tree, which patches/ does not match (see above)."
@@ -212,10 +224,12 @@ else
     done
     units=()
     for u in $UNITS; do units+=(--single "$u"); done
-    run_tcl tcl "${singles[@]}" "${units[@]}"
-    # The upstream units again, with the quiet window forced on (it is off
-    # by default on a kernel without Async-fork) and the keyspace in huge
-    # pages, re-collapsed after each child (fork-thp is off by default).
+    run_tcl tcl "${singles[@]}"
+    # The upstream units around fork, with the quiet window forced on (it
+    # is off by default on a kernel without Async-fork) and the keyspace in
+    # huge pages, re-collapsed after each child (fork-thp is off by
+    # default). With the defaults they run in make test-upstream's whole
+    # suite.
     run_tcl tcl-quiet-window-thp --config fork-quiet-window yes --config fork-thp yes "${units[@]}"
     run_pytest
     run_system
