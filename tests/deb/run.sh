@@ -31,6 +31,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 . "$(dirname "$0")/../system/lib.sh"
+. "$(dirname "$0")/lib.sh"
 debdir=$(realpath -m "${1:-$top/build/deb}")
 passed=0
 failed=0
@@ -103,7 +104,6 @@ chmod 755 "$policy"
 
 # ------------------------------------------------------ serving as the unit does
 unit=/lib/systemd/system/redis-server.service
-unit_value() { sed -n "s/^$1=//p" "$unit" | tail -n 1; }
 port=$(free_port)
 chmod 755 "$work"
 cli() { redis-cli -p "$port" "$@"; }
@@ -144,19 +144,6 @@ EOF
     fi
 }
 
-# stop_server [SIGNAL]: systemd stops the unit with SIGTERM; Redis saves
-# and exits 0.
-stop_server() {
-    local sig=${1:-TERM}
-    [ -n "$server_pid" ] || return 0
-    kill -"$sig" "$server_pid" 2>/dev/null
-    for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$server_pid" 2>/dev/null && kill -KILL "$server_pid" 2>/dev/null
-    wait "$server_pid" 2>/dev/null
-    local rc=$?
-    server_pid=
-    return $rc
-}
 
 # ====================================================== 0. the source package
 dsc=$debdir/redis_${version#*:}.dsc

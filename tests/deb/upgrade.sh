@@ -30,6 +30,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 . "$(dirname "$0")/../system/lib.sh"
+. "$(dirname "$0")/lib.sh"
 debdir=$(realpath -m "${1:-$top/build/deb}")
 passed=0 failed=0 skipped=0
 ok() { echo "[ok]: $1"; passed=$((passed + 1)); }
@@ -115,7 +116,6 @@ c() { local p=$1; shift; timeout 20 chroot "$root" redis-cli -p "$p" "$@" 2>&1 |
 
 # ------------------------------------------------------ serving as the unit does
 unit=$root/lib/systemd/system/redis-server.service
-unit_value() { sed -n "s/^$1=//p" "$unit" | tail -n 1; }
 port=$(free_port)
 
 # start_server LABEL: the unit's ExecStart (with --port and the DEBUG
@@ -139,18 +139,6 @@ start_server() {
     return 1
 }
 
-# stop_server [SIGNAL]: systemd stops the unit with SIGTERM; Redis saves.
-stop_server() {
-    local sig=${1:-TERM}
-    [ -n "$server_pid" ] || return 0
-    kill -"$sig" "$server_pid" 2>/dev/null
-    for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$server_pid" 2>/dev/null && kill -KILL "$server_pid" 2>/dev/null
-    wait "$server_pid" 2>/dev/null
-    local rc=$?
-    server_pid=
-    return $rc
-}
 
 installed_version() { chroot "$root" dpkg-query -W -f='${db:Status-Abbrev} ${Version}' "$1" 2>/dev/null | awk '$1 == "ii" { print $2 }'; }
 
