@@ -3,6 +3,17 @@
 # of redis-server.service) and server_pid (the server it started, or
 # empty).
 
+# The counts, and the last line: "N passed, N failed, N skipped".
+passed=0 failed=0 skipped=0
+ok() { echo "[ok]: $1"; passed=$((passed + 1)); }
+err() { echo "[err]: $1: $2"; failed=$((failed + 1)); status=1; }
+skip() { echo "[skip]: $1"; skipped=$((skipped + 1)); }
+finish() {
+    echo "$passed passed, $failed failed, $skipped skipped"
+    [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+    exit $?
+}
+
 # unit_value KEY: the last KEY= of the unit file.
 unit_value() { sed -n "s/^$1=//p" "$unit" | tail -n 1; }
 

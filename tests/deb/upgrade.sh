@@ -32,15 +32,6 @@ fi
 . "$(dirname "$0")/../system/lib.sh"
 . "$(dirname "$0")/lib.sh"
 debdir=$(realpath -m "${1:-$top/build/deb}")
-passed=0 failed=0 skipped=0
-ok() { echo "[ok]: $1"; passed=$((passed + 1)); }
-err() { echo "[err]: $1: $2"; failed=$((failed + 1)); status=1; }
-skip() { echo "[skip]: $1"; skipped=$((skipped + 1)); }
-finish() {
-    echo "$passed passed, $failed failed, $skipped skipped"
-    [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
-    exit $?
-}
 
 root=$work/trixie
 server_pid=
