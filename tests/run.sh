@@ -56,6 +56,12 @@ flaky=0
 failures=()
 flaky_tests=()
 
+# A phase that cannot start (a helper function or program missing: exit
+# status 127) is a failure, not a silently shorter run.
+set -o errtrace
+trap 'err_status=$?; [ "$err_status" -ne 127 ] || { echo "[err]: tests/run.sh line $LINENO: $BASH_COMMAND: not found";
+      failed=$((failed + 1)); failures+=("[err]: tests/run.sh: $BASH_COMMAND: not found"); }' ERR
+
 # Add a log's "[ok]:", "[err]:"/"[exception]:" and "[skip]:"/"[ignore]:"
 # lines (colour stripped) to the totals; log_errors is the failures of this
 # log.
