@@ -5,7 +5,7 @@
 # older than trixie):
 #   - trixie's own redis-server (Redis 8.0);
 #   - the newest redis-server of experimental, sid or forky that installs
-#     on trixie (Redis 8.6 when this was written).
+#     on trixie.
 # For each: Debian's redis-server is installed with apt and started as its
 # unit starts it (ExecStart as User=redis), given the drop-in dataset
 # (tests/system/dataset.py: every type, hash fields with TTLs, streams with
