@@ -27,9 +27,9 @@
  *                    (declared in afork_thp_int.h), whose calls go one way
  *                    (afork_thp.c calls them; the collapse thread calls the
  *                    heap's cut and the host's warm-up):
- *     afork_thp_heap.c      the huge-page heap: fork-thp auto's decision,
- *                           jemalloc setup and the re-exec; cutting the
- *                           heap into VMAs
+ *     afork_thp_heap.c      the huge-page heap: fork-thp auto's machine
+ *                           checks and its switch in place, the re-exec
+ *                           of yes; cutting the heap into VMAs
  *     afork_thp_tables.c    a table being rehashed into, kept in 4 KiB
  *                           pages until its rehash is done
  *     afork_thp_slack.c     the slack arena: large allocations that would
@@ -44,7 +44,7 @@
  *
  * The events, and who gets them:
  *
- *   config loaded    thp (re-exec for huge pages)
+ *   config loaded    thp (fork-thp yes: re-exec; auto: the machine checks)
  *   startup          stats, window, kernel, system, thp
  *   before fork      thp, system (their threads start nothing new), window,
  *                    kernel (its counters), stats
@@ -53,7 +53,8 @@
  *   fork timed       window, stats (upstream has taken latest_fork_usec)
  *   child ready      stats, kernel (through the window's ready pipe)
  *   child gone       stats, kernel, thp
- *   cron             window (may skip the tick), stats, kernel, system
+ *   cron             window (may skip the tick), stats, thp (auto may switch
+ *                    on; system is told), kernel, system
  *   event-loop       stats, system, thp
  *   INFO fork        kernel, stats, window, system, thp
  *   reset            stats, window, thp
@@ -258,7 +259,9 @@ int aforkCron(void) {
     static mstime_t last_probe = 0, last_system = 0, last_smaps = 0;
     if (aforkWindowCron()) return 1;
     aforkStatsCron();
-    aforkThpCron(server.cron_malloc_stats.process_rss);
+    if (aforkThpCron(server.cron_malloc_stats.process_rss, aforkSystemPageTableBytes(),
+                     server.stat_fork_time, aforkKernelAsyncEnabled()))
+        aforkSystemForkThpOn();
     if (server.mstime - last_probe >= AFORK_PROBE_PERIOD_MS) {
         last_probe = server.mstime;
         aforkKernelProbe(probeRoot());
@@ -392,29 +395,12 @@ int aforkCheckForkThp(sds *msg) {
 
 /* ------------------------------------------------------ the rest */
 
-/* CONFIG SET fork-thp-collapse-rate. */
+/* CONFIG SET fork-thp-collapse-rate, fork-debug-thp-vma-size,
+ * fork-debug-thp-collapse-warm. */
 int aforkApplyThpTuning(const char **err) {
     UNUSED(err);
     aforkThpConfigChanged();
     return 1;
-}
-
-/* CONFIG SET of the deprecated fork-thp-vma-size, fork-thp-quiet-save,
- * fork-thp-collapse-warm: a deprecation line the first time, then the
- * new value for the collapse thread. */
-int aforkApplyThpVmaSize(const char **err) {
-    aforkThpDeprecatedSet("fork-thp-vma-size");
-    return aforkApplyThpTuning(err);
-}
-
-int aforkApplyThpQuietSave(const char **err) {
-    aforkThpDeprecatedSet("fork-thp-quiet-save");
-    return aforkApplyThpTuning(err);
-}
-
-int aforkApplyThpCollapseWarm(const char **err) {
-    aforkThpDeprecatedSet("fork-thp-collapse-warm");
-    return aforkApplyThpTuning(err);
 }
 
 /* CONFIG SET fork-probe-root: probe the new root now, unless a quiet window

@@ -16,7 +16,7 @@
 #include <sys/time.h>
 #include "sds.h"
 
-#define AFORK_VERSION "0.2.0"
+#define AFORK_VERSION "0.3.0"
 
 /* Startup and exit (main, linuxMemoryWarnings). */
 void aforkConfigLoaded(void);
@@ -68,8 +68,5 @@ extern int afork_debug_fork_preempt;
 int aforkApplyProbeRoot(const char **err);
 int aforkApplyAsyncOptIn(const char **err);
 int aforkApplyThpTuning(const char **err);
-int aforkApplyThpVmaSize(const char **err);
-int aforkApplyThpQuietSave(const char **err);
-int aforkApplyThpCollapseWarm(const char **err);
 
 #endif /* AFORK_H */

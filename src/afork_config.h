@@ -4,9 +4,8 @@
  * expanded inside that table. Each value lives with the module that owns
  * it (afork_window.h, afork_thp.h, afork_kernel.h; afork.h for
  * fork-probe-root and fork-debug-fork-preempt), and the apply functions
- * are afork.c's. fork-thp-vma-size, fork-thp-quiet-save and
- * fork-thp-collapse-warm are deprecated: hidden, still honoured when set,
- * "auto" (chosen from the machine) when not.
+ * are afork.c's. The fork-debug-* rows are hidden switches for the tests
+ * and the bench's ablations, not for operators.
  *
  * Copyright (c) 2026, redis-afork contributors. AGPLv3, see LICENSE. */
 
@@ -31,10 +30,9 @@ static configEnum afork_thp_enum[] = {
     {NULL, 0}
 };
 
-/* The deprecated fork-thp tuning switches: "auto" is their default, "not
- * set": the value is then chosen from the machine (afork_thp.c). */
-static configEnum afork_thp_tune_enum[] = {
-    {"auto", AFORK_THP_TUNE_AUTO},
+/* fork-debug-thp-collapse-warm: auto chooses from the machine. */
+static configEnum afork_thp_warm_enum[] = {
+    {"auto", AFORK_THP_WARM_AUTO},
     {"yes", 1},
     {"no", 0},
     {NULL, 0}
@@ -48,9 +46,9 @@ static configEnum afork_thp_tune_enum[] = {
     createBoolConfig("fork-async-optin", NULL, MODIFIABLE_CONFIG, afork_async_optin, 1, NULL, aforkApplyAsyncOptIn), \
     createEnumConfig("fork-thp", NULL, IMMUTABLE_CONFIG, afork_thp_enum, afork_fork_thp, AFORK_THP_DEFAULT, NULL, NULL), \
     createIntConfig("fork-thp-collapse-rate", NULL, MODIFIABLE_CONFIG, 0, 100000, afork_thp_collapse_rate_mb, 256, INTEGER_CONFIG, NULL, aforkApplyThpTuning), \
-    createStringConfig("fork-thp-vma-size", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG, ALLOW_EMPTY_STRING, afork_thp_vma_size, "auto", aforkThpVmaSizeValid, aforkApplyThpVmaSize), \
-    createEnumConfig("fork-thp-quiet-save", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG, afork_thp_tune_enum, afork_thp_quiet_save, AFORK_THP_TUNE_AUTO, NULL, aforkApplyThpQuietSave), \
-    createEnumConfig("fork-thp-collapse-warm", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG, afork_thp_tune_enum, afork_thp_collapse_warm, AFORK_THP_TUNE_AUTO, NULL, aforkApplyThpCollapseWarm), \
+    createLongLongConfig("fork-debug-thp-vma-size", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG | DEBUG_CONFIG, 0, LLONG_MAX, afork_debug_thp_vma_size, AFORK_THP_VMA_SIZE_DEFAULT, MEMORY_CONFIG, aforkThpVmaSizeValid, aforkApplyThpTuning), \
+    createEnumConfig("fork-debug-thp-collapse-warm", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG | DEBUG_CONFIG, afork_thp_warm_enum, afork_debug_thp_collapse_warm, AFORK_THP_WARM_AUTO, NULL, aforkApplyThpTuning), \
+    createIntConfig("fork-debug-thp-auto-fork-ms", NULL, MODIFIABLE_CONFIG | HIDDEN_CONFIG | DEBUG_CONFIG, 1, 3600000, afork_debug_thp_auto_fork_ms, AFORK_THP_AUTO_FORK_MS, INTEGER_CONFIG, NULL, NULL), \
     createStringConfig("fork-probe-root", NULL, MODIFIABLE_CONFIG | PROTECTED_CONFIG | HIDDEN_CONFIG | DEBUG_CONFIG, EMPTY_STRING_IS_NULL, afork_probe_root, NULL, NULL, aforkApplyProbeRoot)
 
 #endif /* AFORK_CONFIG_H */

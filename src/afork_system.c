@@ -16,7 +16,10 @@
  *    such blocks fault in the host and are slow, which is what fork-thp's
  *    re-collapse runs into when it allocates and frees huge pages
  *    (afork_thp_host.c); read at startup and when fork-probe-root
- *    changes, since a device's features do not;
+ *    changes, since a device's features do not. A balloon whose reports
+ *    are held back (page_reporting's min_free_ms of an hour or more: no
+ *    block freed is handed back for that long) counts as none: the host
+ *    then backs the guest as one without reporting does;
  *  - advice for LATENCY DOCTOR's "fork" line and redis-server
  *    --check-system.
  *
@@ -46,6 +49,7 @@
 
 #define VIRTIO_ID_BALLOON 5          /* /sys/bus/virtio/devices/<dev>/device */
 #define VIRTIO_BALLOON_F_REPORTING 5 /* a bit of .../<dev>/features, one char per bit */
+#define REPORTING_HELD_MS (3600LL * 1000) /* min_free_ms that holds reports back */
 
 static struct {
     char thp_enabled[16];        /* system mode: always/madvise/never; "unknown" */
@@ -54,11 +58,14 @@ static struct {
     long long anon_huge_bytes;   /* AnonHugePages of smaps_rollup; -1 unknown */
     long long page_table_bytes;  /* VmPTE; -1 unknown */
     int vm_page_reporting;       /* a virtio balloon reports free pages: 1/0 */
+    int vm_reporting_held;       /* it would, but the reports are held back */
     int vm_stale;                /* vm_page_reporting to be read (again) */
     const char *je_thp;          /* jemalloc opt.thp */
     const char *je_metadata_thp; /* jemalloc opt.metadata_thp */
     int fork_thp;                /* fork-thp in effect, handed over by afork.c */
-} sys = {"unknown", "unknown", -1, -1, -1, 0, 1, "n/a", "n/a", 0};
+} sys = {.thp_enabled = "unknown", .thp_defrag = "unknown", .thp_process_disabled = -1,
+         .anon_huge_bytes = -1, .page_table_bytes = -1, .vm_stale = 1, .je_thp = "n/a",
+         .je_metadata_thp = "n/a"};
 
 /* The smaps_rollup reader thread. The main thread opens the file (outside
  * any window) and hands the descriptor over; the thread only pread()s it,
@@ -221,9 +228,26 @@ static int readVmPageReporting(const char *root) {
     return reporting;
 }
 
+/* Are the balloon's reports held back (min_free_ms under root of an hour
+ * or more)? */
+static int vmReportingHeld(const char *root) {
+    char path[PATH_MAX], buf[32];
+    snprintf(path, sizeof(path), "%s/sys/module/page_reporting/parameters/min_free_ms", root);
+    return aforkReadFile(path, buf, sizeof(buf)) > 0 && strtoll(buf, NULL, 10) >= REPORTING_HELD_MS;
+}
+
+/* Does the VM hand freed memory back to its host now: a reporting balloon
+ * whose reports are not held back? held: 1 when they are. */
+static int readVmReporting(const char *root, int *held) {
+    int reporting = readVmPageReporting(root);
+    *held = reporting && vmReportingHeld(root);
+    return reporting && !*held;
+}
+
 /* The same, read now: fork-thp auto decides before aforkSystemInit(). */
 int aforkSystemReadVmPageReporting(const char *root) {
-    return readVmPageReporting(root);
+    int held;
+    return readVmReporting(root, &held);
 }
 
 /* serverCron (or startup): refresh the cached values from the files under
@@ -243,7 +267,7 @@ void aforkSystemRefresh(const char *root, int with_smaps) {
     sys.page_table_bytes =
         aforkReadFile(path, buf, sizeof(buf)) > 0 ? aforkKbField(buf, "VmPTE") : -1;
     if (sys.vm_stale) {
-        sys.vm_page_reporting = readVmPageReporting(root);
+        sys.vm_page_reporting = readVmReporting(root, &sys.vm_reporting_held);
         sys.vm_stale = 0;
     }
     if (!smaps.started) return;
@@ -270,6 +294,13 @@ long long aforkSystemPageTableBytes(void) {
     return sys.page_table_bytes;
 }
 
+/* fork-thp auto switched the heap to huge pages: AnonHugePages is worth
+ * reading now. */
+void aforkSystemForkThpOn(void) {
+    sys.fork_thp = 1;
+    sys.je_thp = aforkJemallocOpt("opt.thp");
+}
+
 /* vm_free_page_reporting, as read at startup (fork-thp's warm-up follows
  * it when not set). */
 int aforkSystemVmPageReporting(void) {
@@ -288,7 +319,8 @@ sds aforkSystemInfo(sds info) {
         "jemalloc_opt_metadata_thp:%s\r\n"
         "fork_smaps_reads:%d\r\n"
         "fork_smaps_collisions:%lld\r\n"
-        "vm_free_page_reporting:%d\r\n",
+        "vm_free_page_reporting:%d\r\n"
+        "vm_free_page_reporting_held:%d\r\n",
         sys.page_table_bytes,
         sys.thp_enabled,
         sys.thp_defrag,
@@ -298,7 +330,8 @@ sds aforkSystemInfo(sds info) {
         sys.je_metadata_thp,
         smaps.started && hugePagesPossible(),
         smaps.collisions,
-        sys.vm_page_reporting);
+        sys.vm_page_reporting,
+        sys.vm_reporting_held);
 }
 
 /* ------------------------------------------------------------ the advice */
@@ -338,6 +371,7 @@ int aforkSystemCheck(sds *msg) {
                  " heap in huge pages waits for the host at each new huge page, and fork-thp's"
                  " re-collapse frees and takes such blocks after each save; fork-thp auto stays"
                  " off here: docs/reference.md, vm_free_page_reporting)"
+               : sys.vm_reporting_held ? "held back (page_reporting min_free_ms of an hour or more)"
                : "no");
     if (!strcmp(sys.thp_enabled, "never") && kernelHasThpCowSplit()) {
         *msg = sdsnew("Transparent huge pages are 'never': the keyspace stays in 4 KiB pages, so fork()"

@@ -16,6 +16,7 @@ void aforkSystemStop(void);
 const char *aforkSystemThpMode(void);
 long long aforkSystemPageTableBytes(void);
 int aforkSystemVmPageReporting(void);
+void aforkSystemForkThpOn(void);
 int aforkSystemReadVmPageReporting(const char *root);
 sds aforkSystemInfo(sds info);
 sds aforkSystemAdvice(sds report, int *advices);

@@ -14,22 +14,27 @@
 #define AFORK_THP_NO 0
 #define AFORK_THP_YES 1
 #define AFORK_THP_AUTO 2
-#define AFORK_THP_DEFAULT AFORK_THP_NO
+#define AFORK_THP_DEFAULT AFORK_THP_AUTO
 
-/* The deprecated tuning options fork-thp-quiet-save and
- * fork-thp-collapse-warm: yes, no, or not set (auto: chosen from the
- * machine). fork-thp-vma-size is a string: "auto" or a memory value. */
-#define AFORK_THP_TUNE_AUTO -1
+/* fork-debug-thp-collapse-warm: auto (chosen from the machine), yes, no. */
+#define AFORK_THP_WARM_AUTO -1
+
+/* fork-debug-thp-vma-size's default, the size of the heap's pieces. */
 #define AFORK_THP_VMA_SIZE_DEFAULT (64LL << 20)
+
+/* fork-thp auto switches on once the page tables of the process reach
+ * this many bytes, or once a fork blocks the server for
+ * fork-debug-thp-auto-fork-ms (this default). afork_thp.c says why. */
+#define AFORK_THP_AUTO_PAGE_TABLES (6LL << 20)
+#define AFORK_THP_AUTO_FORK_MS 200
 
 /* Config (afork_config.h rows). */
 extern int afork_fork_thp;
 extern int afork_thp_collapse_rate_mb;
-extern int afork_thp_quiet_save;
-extern int afork_thp_collapse_warm;
-extern char *afork_thp_vma_size;
-int aforkThpVmaSizeValid(char *val, const char **err);
-void aforkThpDeprecatedSet(const char *name);
+extern long long afork_debug_thp_vma_size;
+extern int afork_debug_thp_collapse_warm;
+extern int afork_debug_thp_auto_fork_ms;
+int aforkThpVmaSizeValid(long long size, const char **err);
 
 void aforkThpHeapSetup(const char *root, int vm_page_reporting);
 int aforkThpHeapWanted(void);
@@ -39,7 +44,7 @@ void aforkThpForkStarting(void);
 void aforkThpLoopSample(long long usec, int window_open);
 void aforkThpForkFailed(void);
 void aforkThpChildGone(void);
-void aforkThpCron(size_t rss);
+int aforkThpCron(size_t rss, long long page_table_bytes, long long fork_usec, int async_fork);
 void aforkThpStop(void);
 void aforkThpTableRehashing(const void *table, size_t bytes);
 void aforkThpTableDone(const void *table, size_t bytes);

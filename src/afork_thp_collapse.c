@@ -1,6 +1,6 @@
 /* afork_thp_collapse.c -- the thread that makes the heap's huge pages whole
  * again after each save (fork-thp-collapse-rate), and the quiet save
- * (fork-thp-quiet-save).
+ * that holds huge pages off while a child lives.
  *
  * After a fork, each write of the parent to a huge page it shares with the
  * child splits it (Linux 5.8+) and the range stays in 4 KiB pages, so the
@@ -28,7 +28,7 @@
  * at this thread's gate. The thread never allocates: /proc/self/maps is
  * read whole into a static buffer.
  *
- * fork-thp-quiet-save: no huge page is made in this process while a child
+ * The quiet save: no huge page is made in this process while a child
  * lives (PR_SET_THP_DISABLE from just before fork() until the child is
  * gone). The parent's writes split the huge pages it shares with the
  * child, and khugepaged would collapse those ranges again while the child
@@ -88,7 +88,7 @@ static struct {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     char state[64];           /* fork_thp_collapse_status */
-    int paused;               /* fork-thp-quiet-save: PR_SET_THP_DISABLE set */
+    int paused;               /* the quiet save: PR_SET_THP_DISABLE set */
     int resume_requested;     /* the thread clears it */
     int pass_requested;       /* PASS_SPLIT or PASS_FULL, 0: none */
     int stop;
@@ -102,8 +102,8 @@ static struct {
     redisAtomic int allowed;             /* no child, no quiet window */
     redisAtomic long long slow_loop_ms;  /* when the event loop was last slow */
     redisAtomic int rate_mb;             /* fork-thp-collapse-rate */
-    redisAtomic long long vma_size;      /* fork-thp-vma-size */
-    redisAtomic int warm;                /* fork-thp-collapse-warm */
+    redisAtomic long long vma_size;      /* fork-debug-thp-vma-size */
+    redisAtomic int warm;                /* the warm-up (afork_thp.c) */
 } pub;
 
 static thpCounters counters = {.huge_before = -1, .huge_after = -1};
@@ -170,7 +170,7 @@ static void rateLimit(long long start_us, long long bytes) {
 
 typedef struct {
     long long start_us, bytes, huge_before, collapsed, max_usec;
-    int host_waits;      /* fork-thp-collapse-warm waits so far */
+    int host_waits;      /* the warm-up's waits so far */
     int stopped;
 } passState;
 
@@ -339,7 +339,7 @@ static int pagemapScanWorks(int pm) {
                      &first) == 0;
 }
 
-/* fork-thp auto, before the heap is set up: does PAGEMAP_SCAN work here? */
+/* fork-thp auto, at startup: does PAGEMAP_SCAN work here? */
 int thpCollapseScanWorks(void) {
     int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     if (pm == -1) return 0;

@@ -1,45 +1,49 @@
 /* afork_thp_heap.c -- the keyspace in transparent huge pages (fork-thp),
- * and the heap cut into VMAs (fork-thp-vma-size).
+ * and the heap cut into VMAs.
  *
  * jemalloc backs its extents with huge pages when its opt.thp is "always"
- * (it madvise()s each new extent MADV_HUGEPAGE). opt.thp is fixed when the
- * allocator starts, before main() reads the config, so when the config asks
- * for fork-thp and the allocator lacks it, the server re-executes itself
- * once with JE_MALLOC_CONF set. That happens right after the config is
- * read, before daemonizing, logging to a file or opening a socket, and
- * keeps the pid, argv, environment and descriptors. The alternatives are
- * worse: a je_malloc_conf symbol is fixed at build time, and an environment
+ * (it madvise()s each new extent MADV_HUGEPAGE). With fork-thp yes the heap
+ * is in huge pages from the start: opt.thp is read when the allocator
+ * starts, before main() reads the config, so when the config asks for
+ * fork-thp and the allocator lacks it, the server re-executes itself once
+ * with JE_MALLOC_CONF set. That happens right after the config is read,
+ * before daemonizing, logging to a file or opening a socket, and keeps the
+ * pid, argv, environment and descriptors. The alternatives are worse: a
+ * je_malloc_conf symbol is fixed at build time, and an environment
  * variable the operator must set goes out of sync with the config file.
- * fork-thp is refused (logged, and said in INFO fork_thp_heap) on kernels
- * older than 5.8, where a copy-on-write fault of a huge page copies 2 MiB
- * instead of 4 KiB, and when THP is "never".
+ * fork-thp yes is refused (logged, and said in INFO fork_thp_heap) on
+ * kernels older than 5.8, where a copy-on-write fault of a huge page
+ * copies 2 MiB instead of 4 KiB, and when THP is "never".
  *
- * fork-thp auto decides at startup, in thpHeapAuto(), from what the machine
- * reports: on only where everything fork-thp relies on is there (the
- * 4 KiB copy-on-write of 5.8, MADV_COLLAPSE of 6.1 and PAGEMAP_SCAN of 6.7
- * for the re-collapse, without which every save after the first forks a
- * split heap again; THP not "never" nor disabled for the process; jemalloc
- * and a config the re-exec can read again), where the memory the process
- * may use is large enough for the fork to cost something, and not in a VM
- * whose balloon reports free memory to its host: the host takes freed
- * memory back, and the first write to each huge page the heap grows into
- * then waits while the host backs all of its 2 MiB, a stall of the main
- * thread on every new huge page that 4 KiB pages spread out. The
- * kernel release, the THP mode, /proc/meminfo and the cgroup files are read
- * under fork-probe-root, so that tests can show each refusal.
+ * fork-thp auto switches the heap over in place, later, once forks have
+ * become expensive (afork_thp.c decides when): it sets the opt.thp of
+ * Redis's own jemalloc, which jemalloc reads at each new mapping, to
+ * "always", and advises the mappings jemalloc made so far; the collapse
+ * thread then collapses what is resident. No re-exec, so nothing happens
+ * at startup but the machine checks of thpHeapAuto(): everything fork-thp
+ * relies on must be there (the 4 KiB copy-on-write of 5.8, MADV_COLLAPSE
+ * of 6.1 and PAGEMAP_SCAN of 6.7 for the re-collapse, without which every
+ * save after the first forks a split heap again; THP not "never" nor
+ * disabled for the process by its parent; Redis's own jemalloc), and the
+ * machine must not be a VM whose balloon hands freed memory back to its
+ * host: the first write to each huge page the heap grows into then waits
+ * while the host backs all of its 2 MiB, a stall of the main thread on
+ * every new huge page that 4 KiB pages spread out. The kernel release and
+ * the THP mode are read under fork-probe-root, so that tests can show
+ * each refusal.
  *
  * MADV_COLLAPSE write-locks the whole VMA it works in while it copies, and
  * a page fault in a write-locked VMA falls back from the per-VMA lock to
  * the mmap lock and waits: with the keyspace in one VMA every collapse
  * would block every write of the main thread that faults (after a fork,
  * the first write to each page does). So the collapse thread has every
- * large anonymous mapping cut into VMAs of fork-thp-vma-size bytes, aligned
- * to that size, every other one MADV_RANDOM so that the kernel cannot merge
- * them back; a collapse then blocks only the faults in its own piece.
- * MADV_RANDOM changes no fault on anonymous memory; reclaim ignores the
- * accessed bit of such pages (vma_has_recency()), which matters only with
- * swap. Set back to 0, the next pass advises MADV_NORMAL and the pieces
- * merge again.
+ * large anonymous mapping cut into VMAs of 64 MiB (fork-debug-thp-vma-size),
+ * aligned to that size, every other one MADV_RANDOM so that the kernel
+ * cannot merge them back; a collapse then blocks only the faults in its
+ * own piece. MADV_RANDOM changes no fault on anonymous memory; reclaim
+ * ignores the accessed bit of such pages (vma_has_recency()), which
+ * matters only with swap. Set to 0, the next pass advises MADV_NORMAL and
+ * the pieces merge again.
  *
  * ----------------------------------------------------------------------------
  *
@@ -48,6 +52,7 @@
 #include "server.h"
 #include "afork_thp_int.h"
 #include "afork_util.h"
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/utsname.h>
@@ -59,12 +64,28 @@
 #define REEXEC_MARK "REDIS_AFORK_THP_REEXEC"
 #define JE_THP_CONF "thp:always"
 
-/* fork-thp auto stays off where the process can use less memory than
- * this. Its page tables in 4 KiB pages are then at most 2 MiB (8 bytes per
- * 4 KiB), which fork() copies in a few milliseconds, while huge pages cost
- * every instance a fixed amount of memory (jemalloc's extents grow in 2 MiB
- * steps), which weighs most on small instances, of which a host runs many. */
-#define AUTO_MIN_MEMORY (1LL << 30)
+/* fork-thp auto advises MADV_HUGEPAGE the anonymous mappings of at least
+ * this size when it switches on: jemalloc's, which grow geometrically and
+ * soon pass it, and not the threads' 8 MiB stacks, which a huge page would
+ * make resident 2 MiB at a time. */
+#define ADVISE_MIN (32ULL << 20)
+
+#if defined(USE_JEMALLOC) && !defined(USE_SYSTEM_JEMALLOC)
+/* The opt.thp of Redis's own jemalloc (deps/jemalloc, src/pages.c, a
+ * thp_mode_t), which mallctl() only reads. jemalloc reads the variable
+ * each time it maps memory for its extents (and "always" then advises the
+ * mapping MADV_HUGEPAGE) and when it zeroes an extent; it is never cached. */
+extern int je_opt_thp;
+#define JE_THP_MODE_DEFAULT 0
+#define JE_THP_MODE_ALWAYS 1
+static int ownJemalloc(void) {
+    return 1;
+}
+#else
+static int ownJemalloc(void) {
+    return 0;
+}
+#endif
 
 /* ------------------------------------------------------ the machine */
 
@@ -99,83 +120,6 @@ static int thpSystemNever(const char *root) {
     return strcmp(mode, "always") != 0 && strcmp(mode, "madvise") != 0;
 }
 
-/* The smallest limit of a cgroup and its ancestors: base (under root) the
- * hierarchy's mount, cg the process's cgroup ("/a/b"), file the limit's
- * name. -1 when none is set ("max", or no such file). */
-static long long cgroupPathLimit(const char *root, const char *base, const char *cg,
-                                 const char *file) {
-    char path[PATH_MAX], buf[64];
-    long long best = -1;
-    size_t len = strlen(cg);
-    while (1) {
-        snprintf(path, sizeof(path), "%s%s%.*s/%s", root, base, (int)len, cg, file);
-        if (aforkReadFile(path, buf, sizeof(buf)) > 0) {
-            char *end;
-            errno = 0;
-            long long v = strtoll(buf, &end, 10);
-            if (!errno && end != buf && v > 0 && (best < 0 || v < best)) best = v;
-        }
-        if (len <= 1) break;
-        while (len > 0 && cg[len - 1] != '/') len--;   /* "/a/b" -> "/a/" */
-        if (len > 1) len--;                              /* -> "/a"; "/" stays */
-    }
-    return best;
-}
-
-/* Does a cgroup v1 line's controller list ("cpu,memory") name memory? */
-static int hasMemoryController(const char *list, size_t len) {
-    for (size_t i = 0; i + 6 <= len; i++)
-        if (!strncmp(list + i, "memory", 6) && (i == 0 || list[i - 1] == ',') &&
-            (i + 6 == len || list[i + 6] == ','))
-            return 1;
-    return 0;
-}
-
-/* The process's cgroup memory limit, v2 (memory.max) or v1
- * (memory.limit_in_bytes), its ancestors' included; -1 when none. */
-static long long cgroupMemoryLimit(const char *root) {
-    char path[PATH_MAX], buf[4096];
-    long long best = -1;
-    snprintf(path, sizeof(path), "%s/proc/self/cgroup", root);
-    if (aforkReadFile(path, buf, sizeof(buf)) <= 0) return -1;
-    for (char *line = buf, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next) *next++ = '\0';
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        long long v;
-        if (!c2) continue;
-        if (c2 == c1 + 1)   /* "0::/path" */
-            v = cgroupPathLimit(root, "/sys/fs/cgroup", c2 + 1, "memory.max");
-        else if (hasMemoryController(c1 + 1, c2 - c1 - 1))
-            v = cgroupPathLimit(root, "/sys/fs/cgroup/memory", c2 + 1, "memory.limit_in_bytes");
-        else
-            continue;
-        if (v > 0 && (best < 0 || v < best)) best = v;
-    }
-    return best;
-}
-
-/* The least memory this process may use: the machine's (MemTotal), its
- * cgroup's limit, maxmemory. *what names it; -1 when none is known. */
-static long long memoryLimit(const char *root, const char **what) {
-    char path[PATH_MAX], buf[4096];
-    long long limit = -1, v;
-    snprintf(path, sizeof(path), "%s/proc/meminfo", root);
-    if (aforkReadFile(path, buf, sizeof(buf)) > 0 && (v = aforkKbField(buf, "MemTotal")) > 0) {
-        limit = v;
-        *what = "MemTotal";
-    }
-    if ((v = cgroupMemoryLimit(root)) > 0 && (limit < 0 || v < limit)) {
-        limit = v;
-        *what = "the cgroup memory limit";
-    }
-    if (server.maxmemory > 0 && (limit < 0 || (long long)server.maxmemory < limit)) {
-        limit = (long long)server.maxmemory;
-        *what = "maxmemory";
-    }
-    return limit;
-}
-
 /* ------------------------------------------------------ the heap */
 
 static int configFromStdin(void) {
@@ -191,17 +135,16 @@ __attribute__((constructor)) static void rememberStartCwd(void) {
     if (!getcwd(start_cwd, sizeof(start_cwd))) start_cwd[0] = '\0';
 }
 
-/* Start again with jemalloc's opt.thp set; returns only on failure. how:
- * "yes" or "auto", for the log. */
-static void reexecWithThp(const char *how) {
+/* Start again with jemalloc's opt.thp set; returns only on failure. */
+static void reexecWithThp(void) {
     char dir[PATH_MAX];
     const char *old = getenv("JE_MALLOC_CONF");
     sds conf = old && *old ? sdscatfmt(sdsnew(old), ",%s", JE_THP_CONF) : sdsnew(JE_THP_CONF);
     /* Logged from the configured dir: a relative logfile is found there. */
-    serverLog(LL_NOTICE, "fork-thp %s: restarting once with JE_MALLOC_CONF=%s so that jemalloc "
-                         "backs the keyspace with huge pages", how, conf);
+    serverLog(LL_NOTICE, "fork-thp yes: restarting once with JE_MALLOC_CONF=%s so that jemalloc "
+                         "backs the keyspace with huge pages", conf);
     if (!getcwd(dir, sizeof(dir)) || !start_cwd[0] || chdir(start_cwd) != 0) {
-        serverLog(LL_WARNING, "fork-thp %s: cannot return to the start directory: %s", how,
+        serverLog(LL_WARNING, "fork-thp yes: cannot return to the start directory: %s",
                   strerror(errno));
         sdsfree(conf);
         return;
@@ -212,24 +155,24 @@ static void reexecWithThp(const char *how) {
     execv(server.executable, server.exec_argv);
     int err = errno;
     if (chdir(dir) != 0) err = errno;
-    serverLog(LL_WARNING, "fork-thp %s: re-exec of %s failed: %s", how, server.executable,
+    serverLog(LL_WARNING, "fork-thp yes: re-exec of %s failed: %s", server.executable,
               strerror(err));
 }
 
 #define STDIN_REFUSAL "the config came from stdin, so the server cannot restart itself"
 
-/* fork-thp auto: should the keyspace be in huge pages here? 1 or 0, and
- * why in why (for INFO fork_thp_heap and the log). root: fork-probe-root;
- * pagemap_scan: PAGEMAP_SCAN works (the collapse thread's probe). The first
- * reason that holds is given: the kernel, THP, then the memory. */
+/* fork-thp auto: can the heap be switched to huge pages here, once forks
+ * get expensive? 1 or 0, and why in why (for INFO fork_thp_heap and the
+ * log). root: fork-probe-root; pagemap_scan: PAGEMAP_SCAN works (the
+ * collapse thread's probe); vm_page_reporting: the VM hands freed memory
+ * back to its host now. The first reason that holds is given: the
+ * kernel, THP, the allocator, then the host. */
 int thpHeapAuto(const char *root, int pagemap_scan, int vm_page_reporting, char *why,
                 size_t size) {
     int major, minor;
     char mode[16];
-    const char *what = NULL;
     kernelRelease(root, &major, &minor);
     thpMode(root, mode, sizeof(mode));
-    long long limit = memoryLimit(root, &what);
     if (!kernelAtLeast(major, minor, 5, 8))
         snprintf(why, size, "kernel %d.%d copies 2 MiB on a copy-on-write fault of a huge page "
                  "(5.8+ copies 4 KiB)", major, minor);
@@ -244,27 +187,22 @@ int thpHeapAuto(const char *root, int pagemap_scan, int vm_page_reporting, char 
     else if (!kernelAtLeast(major, minor, 6, 7) || !pagemap_scan)
         snprintf(why, size, "kernel %d.%d has no PAGEMAP_SCAN (6.7+), so the re-collapse cannot "
                  "find the huge pages a save splits", major, minor);
-    else if (!strcmp(aforkJemallocOpt("opt.thp"), "n/a"))
-        snprintf(why, size, "redis-server is not built with jemalloc");
-    else if (configFromStdin() && strcmp(aforkJemallocOpt("opt.thp"), "always") != 0)
-        snprintf(why, size, STDIN_REFUSAL);
+    else if (!ownJemalloc())
+        snprintf(why, size, "redis-server is not built with its own jemalloc");
     else if (vm_page_reporting)
         snprintf(why, size, "this VM reports free memory to its host (virtio balloon), so the "
                  "first write to each huge page waits for the host to back 2 MiB");
-    else if (limit >= 0 && limit < AUTO_MIN_MEMORY)
-        snprintf(why, size, "%s is %lld MiB, under %lld MiB: fork() copies few page tables anyway",
-                 what, limit >> 20, AUTO_MIN_MEMORY >> 20);
     else {
-        snprintf(why, size, "kernel %d.%d with MADV_COLLAPSE and PAGEMAP_SCAN, THP %s, %lld MiB "
-                 "of memory (%s)", major, minor, mode, limit >> 20, what ? what : "unknown");
+        snprintf(why, size, "kernel %d.%d with MADV_COLLAPSE and PAGEMAP_SCAN, THP %s",
+                 major, minor, mode);
         return 1;
     }
     return 0;
 }
 
-/* Why fork-thp cannot be honoured here; NULL if it can (perhaps after a
- * re-exec, which does not return when it works). how: "yes" or "auto". */
-static const char *heapRefusal(const char *root, const char *how) {
+/* Why fork-thp yes cannot be honoured here; NULL if it can (perhaps after
+ * a re-exec, which does not return when it works). */
+static const char *heapRefusal(const char *root) {
     const char *je = aforkJemallocOpt("opt.thp");
     int reexeced = getenv(REEXEC_MARK) != NULL, major, minor;
     unsetenv(REEXEC_MARK);
@@ -276,46 +214,97 @@ static const char *heapRefusal(const char *root, const char *how) {
     if (!strcmp(je, "always")) return NULL;
     if (reexeced) return "jemalloc ignored JE_MALLOC_CONF=" JE_THP_CONF;
     if (configFromStdin()) return STDIN_REFUSAL "; start it with JE_MALLOC_CONF=" JE_THP_CONF;
-    reexecWithThp(how);
+    reexecWithThp();
     return "re-exec failed";
 }
 
-/* After the config is read: put the keyspace in huge pages when wanted
- * (fork-thp yes, or auto and thpHeapAuto() said so: auto_why is then its
- * reason, else NULL) and possible. status gets what INFO fork_thp_heap
- * shows: "on", "off" or "refused: <why>", and with auto "on: auto: <why>"
- * or "off: auto: <why>" (the word before the first colon is the state, as
+/* After the config is read, with fork-thp yes: put the keyspace in huge
+ * pages when possible. status gets what INFO fork_thp_heap shows: "on" or
+ * "refused: <why>" (the word before the first colon is the state, as
  * contrib/monitoring reads it); one log line says the same. Returns 1 when
- * the heap is in huge pages. On success, disable-thp is not applied (it
- * would undo it), an inherited PR_SET_THP_DISABLE is cleared, and
- * server.thp_enabled is set so that the fork child skips
- * dismissMemoryInChild() as upstream does when THP is on. */
-int thpHeapSetup(int wanted, const char *auto_why, const char *root, char *status, size_t size) {
-    const char *how = auto_why ? "auto" : "yes";
-    snprintf(status, size, "off");
-    if (!wanted || server.sentinel_mode) {
-        unsetenv(REEXEC_MARK);
-        if (auto_why) {
-            snprintf(status, size, "off: auto: %s", auto_why);
-            serverLog(LL_NOTICE, "fork-thp auto: off: %s; the keyspace stays in 4 KiB pages",
-                      auto_why);
-        }
-        return 0;
-    }
-    const char *why = heapRefusal(root, how);
+ * the heap is in huge pages. */
+int thpHeapSetup(const char *root, char *status, size_t size) {
+    const char *why = heapRefusal(root);
     if (why) {
         snprintf(status, size, "refused: %s", why);
-        serverLog(LL_WARNING, "fork-thp %s refused: %s; the keyspace stays in 4 KiB pages", how, why);
+        serverLog(LL_WARNING, "fork-thp yes refused: %s; the keyspace stays in 4 KiB pages", why);
         return 0;
     }
-    prctl(PR_SET_THP_DISABLE, 0, 0, 0, 0);
-    server.thp_enabled = 1;
-    if (auto_why) snprintf(status, size, "on: auto: %s", auto_why);
-    else snprintf(status, size, "on");
-    serverLog(LL_NOTICE, "fork-thp %s: the keyspace is in transparent huge pages (jemalloc "
-                         "opt.thp=always)%s%s; disable-thp is not applied", how,
-              auto_why ? ": " : "", auto_why ? auto_why : "");
+    snprintf(status, size, "on");
+    serverLog(LL_NOTICE, "fork-thp yes: the keyspace is in transparent huge pages (jemalloc "
+                         "opt.thp=always); disable-thp is not applied");
     return 1;
+}
+
+/* Leave the re-exec's mark behind where fork-thp yes is not asked for. */
+void thpHeapForget(void) {
+    unsetenv(REEXEC_MARK);
+}
+
+/* /proc/self/maps, whole. */
+static sds readSelfMaps(void) {
+    char buf[16384];
+    ssize_t n;
+    sds maps = sdsempty();
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd == -1) return maps;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) maps = sdscatlen(maps, buf, n);
+    close(fd);
+    return maps;
+}
+
+/* Advise MADV_HUGEPAGE the anonymous mappings of ADVISE_MIN bytes or more;
+ * how many, and their bytes. */
+static int adviseLargeMappings(long long *bytes) {
+    sds maps = readSelfMaps();
+    int advised = 0;
+    *bytes = 0;
+    for (char *line = maps, *next; line && *line; line = next) {
+        uint64_t start, end;
+        next = strchr(line, '\n');
+        if (next) next++;
+        if (!thpHeapMapping(line, &start, &end) || end - start < ADVISE_MIN) continue;
+        if (madvise((void *)(uintptr_t)start, end - start, MADV_HUGEPAGE) != 0) continue;
+        advised++;
+        *bytes += (long long)(end - start);
+    }
+    sdsfree(maps);
+    return advised;
+}
+
+/* fork-thp auto switches on, the heap in place, in the main thread with no
+ * child (it changes the memory map): jemalloc backs what it maps from now
+ * on with huge pages (its opt.thp becomes "always", as fork-thp yes's
+ * re-exec makes it from the start), and the large mappings it made so far
+ * are advised MADV_HUGEPAGE (with THP "always" they need no advice). What
+ * is resident stays in 4 KiB pages until the collapse thread collapses it,
+ * at fork-thp-collapse-rate. 0, or -1 with why in err. */
+int thpHeapSwitchOn(char *err, size_t size) {
+#if defined(USE_JEMALLOC) && !defined(USE_SYSTEM_JEMALLOC)
+    long long bytes = 0;
+    int advised = 0;
+    char mode[16];
+    if (strcmp(aforkJemallocOpt("opt.thp"), "always") != 0) {
+        if (je_opt_thp != JE_THP_MODE_DEFAULT || strcmp(aforkJemallocOpt("opt.thp"), "default")) {
+            snprintf(err, size, "jemalloc's opt.thp is '%s', not 'default'", aforkJemallocOpt("opt.thp"));
+            return -1;
+        }
+        je_opt_thp = JE_THP_MODE_ALWAYS;
+        if (strcmp(aforkJemallocOpt("opt.thp"), "always") != 0) {
+            je_opt_thp = JE_THP_MODE_DEFAULT;
+            snprintf(err, size, "jemalloc's opt.thp did not take 'always'");
+            return -1;
+        }
+    }
+    thpMode("", mode, sizeof(mode));   /* the real one: the advice is real */
+    if (strcmp(mode, "always") != 0) advised = adviseLargeMappings(&bytes);
+    serverLog(LL_NOTICE, "fork-thp auto: jemalloc's opt.thp is 'always' now; %d mappings "
+                         "(%lld MiB) advised MADV_HUGEPAGE", advised, bytes >> 20);
+    return 0;
+#else
+    snprintf(err, size, "redis-server is not built with its own jemalloc");
+    return -1;
+#endif
 }
 
 /* One anonymous private writable mapping of /proc/self/maps? Its bounds. */
@@ -336,7 +325,7 @@ int thpHeapMapping(const char *line, uint64_t *start, uint64_t *end) {
 
 /* ------------------------------------------------------ the cut */
 
-/* fork-thp-vma-size: cut [start, end) at the multiples of size, the even
+/* The VMA cut: cut [start, end) at the multiples of size, the even
  * pieces MADV_NORMAL and the odd ones MADV_RANDOM, so that neighbours
  * differ and stay apart. A mapping inside one piece keeps its advice unless
  * all is set (the size changed: old pieces may have the wrong parity, and
@@ -358,7 +347,7 @@ int thpHeapCut(uint64_t start, uint64_t end, uint64_t size, int all, thpGateFn *
     return 0;
 }
 
-/* fork-thp-vma-size 0 after a cut: MADV_NORMAL again, the pieces merge.
+/* fork-debug-thp-vma-size 0 after a cut: MADV_NORMAL again, the pieces merge.
  * 0, or -1 when the gate said stop. */
 int thpHeapUncut(uint64_t start, uint64_t end, thpGateFn *gate, thpCounters *c) {
     if (!gate()) return -1;

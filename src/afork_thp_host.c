@@ -1,5 +1,5 @@
 /* afork_thp_host.c -- the re-collapse in a VM whose host takes memory back
- * (fork-thp-collapse-warm).
+ * (the warm-up, on where the VM reports free pages to its host).
  *
  * MADV_COLLAPSE copies 2 MiB into a fresh huge page with the mmap lock held
  * for writing. In a VM whose host takes back the guest's free memory (free
@@ -101,7 +101,7 @@ static long long warmHugePage(int on, thpCounters *c) {
     return took;
 }
 
-/* Before a collapse (warm: fork-thp-collapse-warm): warm up, and while the
+/* Before a collapse (warm: the warm-up is on): warm up, and while the
  * warm-up is far slower than a zeroing the host is taking memory back, so
  * wait and warm again. Bounded per range and per pass (*pass_waits, the
  * waits so far in this pass), since a warm-up may be slow for another

@@ -9,8 +9,9 @@
  * call nothing of fork-thp themselves.
  *
  *   afork_thp.c            the settings, the entry points, INFO
- *   afork_thp_heap.c       the heap in huge pages (re-exec, fork-thp auto's
- *                          decision), cut into VMAs
+ *   afork_thp_heap.c       the heap in huge pages (yes's re-exec, auto's
+ *                          machine checks and switch in place), cut into
+ *                          VMAs
  *   afork_thp_collapse.c   the re-collapse thread, and the quiet save that
  *                          it ends
  *   afork_thp_host.c       a VM's host: the warm-up that probes it, the
@@ -48,7 +49,7 @@ typedef struct {
     redisAtomic long long pauses;       /* waits for a slow event loop */
     redisAtomic long long usec;         /* time in MADV_COLLAPSE */
     redisAtomic long long max_usec;     /* the latest pass's longest collapse */
-    redisAtomic long long cuts;         /* fork-thp-vma-size pieces advised */
+    redisAtomic long long cuts;         /* heap pieces advised (the VMA cut) */
     redisAtomic long long warm_usec;    /* time in warm-ups */
     redisAtomic long long host_waits;   /* waits for a busy host */
     redisAtomic long long splits;       /* ranges told to split */
@@ -59,7 +60,9 @@ typedef struct {
 /* afork_thp_heap.c */
 int thpHeapAuto(const char *root, int pagemap_scan, int vm_page_reporting, char *why,
                 size_t size);
-int thpHeapSetup(int wanted, const char *auto_why, const char *root, char *status, size_t size);
+int thpHeapSetup(const char *root, char *status, size_t size);
+void thpHeapForget(void);
+int thpHeapSwitchOn(char *err, size_t size);
 int thpHeapMapping(const char *maps_line, uint64_t *start, uint64_t *end);
 int thpHeapCut(uint64_t start, uint64_t end, uint64_t size, int all, thpGateFn *gate,
                thpCounters *c);

@@ -233,8 +233,9 @@ else
     run_tcl tcl "${singles[@]}"
     # The upstream units around fork, with the quiet window forced on (it
     # is off by default on a kernel without Async-fork) and the keyspace in
-    # huge pages, re-collapsed after each child (fork-thp is off by
-    # default). With the defaults they run in make test-upstream's whole
+    # huge pages from the start, re-collapsed after each child (fork-thp
+    # auto, the default, waits for page tables larger than these tests
+    # make). With the defaults they run in make test-upstream's whole
     # suite.
     run_tcl tcl-quiet-window-thp --config fork-quiet-window yes --config fork-thp yes "${units[@]}"
     run_pytest

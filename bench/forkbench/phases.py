@@ -159,7 +159,7 @@ def collapse_counters(f):
 def collapse_figures(before, after):
     """One pass's collapse figures from the counters around it: its
     longest MADV_COLLAPSE, and per range the time in MADV_COLLAPSE and in
-    the warm-up (fork-thp-collapse-warm)."""
+    the warm-up before each collapse."""
     if not before or not after:
         return {}
     ranges = after["fork_thp_collapse_ranges"] - before["fork_thp_collapse_ranges"]

@@ -15,25 +15,28 @@ COLLAPSE_RATE_MB_S = 256
 # name -> (which build, extra config).
 VARIANTS = {
     "stock": ("stock", []),
+    # redis-afork as installed: no fork option set (fork-thp auto switches
+    # the heap to huge pages once its page tables or a fork cross auto's
+    # thresholds; INFO fork_thp_heap says when).
     "redis-afork": ("afork", []),
     # fork-thp: the keyspace in huge pages, without / with the re-collapse.
     "afork-thp": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate", "0"]),
     "afork-thp-collapse": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
                                      str(COLLAPSE_RATE_MB_S)]),
-    # fork-thp auto: on or off as the server decides from the machine
-    # (INFO fork_thp says which; the growth scenarios record it).
+    # fork-thp auto said explicitly: the same as redis-afork, kept for the
+    # growth scenarios' tables.
     "afork-thp-auto": ("afork", ["--fork-thp", "auto"]),
     # The same without warming the huge page before each collapse: the
-    # ablation of fork-thp-collapse-warm and its back-off
+    # ablation of the warm-up and its back-off
     # (docs/investigations/2026-11-26-fork-thp-collapse-warm-up.md).
     "afork-thp-nowarm": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
                                    str(COLLAPSE_RATE_MB_S),
-                                   "--fork-thp-collapse-warm", "no"]),
-    # The same with the keyspace left in one VMA (fork-thp-vma-size 0): the
-    # ablation of the cut (docs/investigations/2026-11-24-fork-thp-vma-cut.md).
+                                   "--fork-debug-thp-collapse-warm", "no"]),
+    # The same with the keyspace left in one VMA: the ablation of the cut
+    # (docs/investigations/2026-11-24-fork-thp-vma-cut.md).
     "afork-thp-onevma": ("afork", ["--fork-thp", "yes", "--fork-thp-collapse-rate",
                                    str(COLLAPSE_RATE_MB_S),
-                                   "--fork-thp-vma-size", "0"]),
+                                   "--fork-debug-thp-vma-size", "0"]),
 }
 
 
@@ -50,7 +53,7 @@ SITE_LOAD_FACTOR = {"aofrewrite": 3.5, "sync-disk": 12.0, "sync-diskless": 8.0}
 # Memory a server may need during a save under writes, as a multiple of its
 # dataset: every page copied once (2x); huge pages add fragmentation; a peer
 # is unknown, so it gets a margin.
-MEMORY_FACTOR = {"stock": 2.0, "redis-afork": 2.0, "afork-thp": 2.1,
+MEMORY_FACTOR = {"stock": 2.0, "redis-afork": 2.1, "afork-thp": 2.1,
                  "afork-thp-collapse": 2.1, "afork-thp-onevma": 2.1,
                  "afork-thp-nowarm": 2.1, "afork-thp-auto": 2.1}
 

@@ -25,7 +25,7 @@ local STATES = {
     thp_defrag = {"always", "defer", "defer+madvise", "madvise", "never"},
     jemalloc_opt_thp = {"default", "always", "never"},
     jemalloc_opt_metadata_thp = {"disabled", "auto", "always"},
-    fork_thp_heap = {"on", "off", "refused"},
+    fork_thp_heap = {"on", "off", "waiting", "refused"},
     fork_thp_collapse_status = {"off", "ready", "running", "khugepaged-only"},
 }
 

@@ -101,16 +101,28 @@ proc thp_fake_tree {dir files} {
     return $dir
 }
 
-# A fake machine for fork-thp auto: kernel release, THP mode, MemTotal (kB),
-# then more path content pairs.
-proc thp_fake_machine {name release mode memtotal_kb {more {}}} {
+# A fake machine for fork-thp auto (fork-probe-root): kernel release, THP
+# mode, then more path content pairs. Its /proc/self/status gives the page
+# tables that auto compares with its threshold (thp_fake_page_tables).
+proc thp_fake_machine {name release mode {more {}}} {
     set dir [file normalize [tmpdir fake-$name]]
     set modes [string trim [string map [list " $mode " " \[$mode\] "] " always madvise never "]]
     thp_fake_tree $dir [concat [list \
         proc/sys/kernel/osrelease "$release\n" \
         sys/kernel/mm/transparent_hugepage/enabled "$modes\n" \
-        proc/meminfo "MemTotal:       $memtotal_kb kB\nMemFree:        1000 kB\n" \
-        proc/self/cgroup "0::/\n"] $more]
+        proc/self/status "VmPTE:\t     100 kB\n"] $more]
+}
+
+# Set the page tables (kB) that the fake machine under root reports.
+proc thp_fake_page_tables {root kb} {
+    set fd [open $root/proc/self/status w]
+    puts $fd "VmPTE:\t$kb kB"
+    close $fd
+}
+
+# Wait past two serverCron checks of fork-thp auto (once a second).
+proc thp_wait_auto_checks {} {
+    after 2200
 }
 
 # The log lines of server 0 that match pattern.
@@ -118,26 +130,25 @@ proc thp_log_lines {pattern} {
     afork_log_lines [srv 0 stdout] $pattern
 }
 
-# The deprecation lines server 0 logged for option name ("*": any).
-proc thp_deprecation_lines {name} {
-    thp_log_lines "*$name is deprecated and will be removed in the next release*"
-}
+set ::thp_auto_machine {kernel 6.18 with MADV_COLLAPSE and PAGEMAP_SCAN, THP madvise}
+set ::thp_balloon {sys/bus/virtio/devices/virtio0/device "0x0005\n"
+                   sys/bus/virtio/devices/virtio0/features "0000010000000000000000000000000000000000\n"}
 
-# The deprecated tuning options: name, a value to set, the INFO field that
-# shows what is in effect, its value when not set, its value once set
-# (without fork-thp, which the warm-up needs to be in effect), each with
-# its <field>_auto.
-set ::thp_deprecated {
-    fork-thp-quiet-save no fork_thp_quiet_save 1 0
-    fork-thp-vma-size 16mb fork_thp_vma_size 67108864 16777216
-    fork-thp-collapse-warm yes fork_thp_collapse_warm 0 0
-}
-
-# The default (AFORK_THP_DEFAULT); the other servers set fork-thp.
 start_server {tags {"afork external:skip"}} {
-    test {fork-thp is no by default} {
-        assert_equal [lindex [r config get fork-thp] 1] no
-        assert_equal [thp_info fork_thp_heap] off
+    test {fork-thp is auto by default, and waits or says why it is off} {
+        assert_equal [lindex [r config get fork-thp] 1] auto
+        assert_equal [thp_info fork_thp_auto] 1
+        assert_equal [thp_info fork_thp] 0
+        assert_match {*: auto: *} [thp_info fork_thp_heap]
+        assert {[regexp {^(waiting|off): } [thp_info fork_thp_heap]]}
+        # Until it switches on, upstream's server: no thread, no re-exec,
+        # jemalloc as upstream has it, no arena of ours.
+        assert_equal [thp_info fork_thp_collapse_status] off
+        assert_equal [thp_info jemalloc_opt_thp] default
+        assert_equal [thp_info fork_thp_slack_arena] -1
+        assert_equal [thp_log_lines {*restarting once*}] {}
+        assert_equal [thp_info fork_thp_auto_page_tables_bytes] [expr {6 << 20}]
+        assert_equal [thp_info fork_thp_auto_fork_usec] 200000
     }
 }
 
@@ -165,74 +176,40 @@ start_server {tags {"afork external:skip"} overrides {fork-thp no}} {
         r config set fork-thp-collapse-rate 256
     }
 
-    test {Users see fork-thp and fork-thp-collapse-rate; the deprecated options are hidden} {
+    test {Users see fork-thp and fork-thp-collapse-rate; the debug switches are hidden} {
         assert_equal [lsort [dict keys [r config get fork-thp*]]] {fork-thp fork-thp-collapse-rate}
-        foreach {name value field auto set} $::thp_deprecated {
-            assert_equal [r config get $name] [list $name auto]
+        assert_equal [r config get fork-debug-thp-vma-size] [list fork-debug-thp-vma-size [expr {64 << 20}]]
+        assert_equal [r config get fork-debug-thp-collapse-warm] {fork-debug-thp-collapse-warm auto}
+        assert_equal [r config get fork-debug-thp-auto-fork-ms] {fork-debug-thp-auto-fork-ms 200}
+        foreach gone {fork-thp-vma-size fork-thp-quiet-save fork-thp-collapse-warm} {
+            assert_equal [r config get $gone] {}
+            assert_error "*Unknown option*$gone*" [list r config set $gone no]
         }
     }
 
-    test {Not set, the deprecated options' values are chosen from the machine (INFO *_auto)} {
-        assert_equal [thp_info fork_thp_quiet_save] 1
-        assert_equal [thp_info fork_thp_quiet_save_auto] 1
+    test {fork-debug-thp-vma-size: 0 or whole huge pages, at least 4mb} {
+        foreach bad {3mb 2mb 5mb 1} {
+            assert_error {*fork-debug-thp-vma-size*must be 0 (one VMA) or a multiple of 2mb, at least 4mb*} \
+                [list r config set fork-debug-thp-vma-size $bad]
+        }
+        assert_error {*fork-debug-thp-vma-size*} {r config set fork-debug-thp-vma-size big}
+        r config set fork-debug-thp-vma-size 0
+        assert_equal [thp_info fork_thp_vma_size] 0
+        r config set fork-debug-thp-vma-size 1gb
+        assert_equal [thp_info fork_thp_vma_size] [expr {1 << 30}]
+        r config set fork-debug-thp-vma-size 64mb
         assert_equal [thp_info fork_thp_vma_size] [expr {64 << 20}]
-        assert_equal [thp_info fork_thp_vma_size_auto] 1
-        assert_equal [thp_info fork_thp_collapse_warm_auto] 1
-        # Without fork-thp there is no collapse thread, so nothing to warm.
+    }
+
+    test {fork-debug-thp-collapse-warm: auto, yes or no; auto-fork-ms at least 1} {
+        assert_error "*fork-debug-thp-collapse-warm*argument(s) must be one of the following: auto, yes, no*" \
+            {r config set fork-debug-thp-collapse-warm sometimes}
+        assert_error {*fork-debug-thp-auto-fork-ms*argument must be between 1 and 3600000*} \
+            {r config set fork-debug-thp-auto-fork-ms 0}
+        # Without the collapse thread there is nothing to warm.
         assert_equal [thp_info fork_thp_collapse_warm] 0
         assert_equal [thp_info fork_thp_collapse_warm_usec] 0
         assert_equal [thp_info fork_thp_collapse_host_waits] 0
-        assert_equal [thp_deprecation_lines *] {}
-    }
-
-    test {Each deprecated option set by CONFIG SET is honoured and logs one line naming it} {
-        foreach {name value field auto set} $::thp_deprecated {
-            r config set $name $value
-            assert_equal [lindex [r config get $name] 1] $value
-            assert_equal [thp_info $field] $set
-            assert_equal [thp_info ${field}_auto] 0
-            # Set again, and back and forth: still the one line.
-            r config set $name auto
-            assert_equal [thp_info ${field}_auto] 1
-            assert_equal [thp_info $field] $auto
-            r config set $name $value
-            set lines [thp_deprecation_lines $name]
-            assert_equal [llength $lines] 1
-            r config set $name auto
-        }
-        # The other deprecated names did not log each other's line.
-        assert_equal [llength [thp_deprecation_lines *]] 3
-    }
-
-    test {fork-thp-vma-size: auto, 0 or whole huge pages, at least 4mb} {
-        foreach bad {3mb 2mb 5mb 1} {
-            assert_error {*fork-thp-vma-size*must be auto, 0 (off) or a multiple of 2mb, at least 4mb*} \
-                [list r config set fork-thp-vma-size $bad]
-        }
-        foreach bad {big -1 {}} {
-            assert_error {*fork-thp-vma-size*argument must be auto or a memory value*} \
-                [list r config set fork-thp-vma-size $bad]
-        }
-        r config set fork-thp-vma-size 0
-        assert_equal [thp_info fork_thp_vma_size] 0
-        r config set fork-thp-vma-size 1gb
-        assert_equal [thp_info fork_thp_vma_size] [expr {1 << 30}]
-        r config set fork-thp-vma-size AUTO
-        assert_equal [thp_info fork_thp_vma_size] [expr {64 << 20}]
-        assert_equal [thp_info fork_thp_vma_size_auto] 1
-    }
-
-    test {fork-thp-quiet-save and fork-thp-collapse-warm: auto, yes or no} {
-        foreach name {fork-thp-quiet-save fork-thp-collapse-warm} {
-            assert_error "*$name*argument(s) must be one of the following: auto, yes, no*" \
-                [list r config set $name sometimes]
-        }
-        r config set fork-thp-quiet-save no
-        assert_equal [thp_info fork_thp_quiet_save] 0
-        r config set fork-thp-quiet-save yes
-        assert_equal [thp_info fork_thp_quiet_save] 1
-        assert_equal [thp_info fork_thp_quiet_save_auto] 0
-        r config set fork-thp-quiet-save auto
     }
 
     test {Without fork-thp, a save leaves the process's THP setting alone} {
@@ -247,67 +224,37 @@ start_server {tags {"afork external:skip"} overrides {fork-thp no}} {
         assert_equal [thp_info fork_thp_quiet_saves] 0
     }
 
-    test {A bad fork-thp value stops the server at startup, naming the option} {
+    test {A bad or removed fork-thp setting stops the server at startup, naming it} {
         catch {exec src/redis-server --port 0 --fork-thp maybe 2>@1} out
         assert_match {*fork-thp*argument(s) must be one of the following: auto, yes, no*} $out
-        foreach {name bad} {fork-thp-quiet-save sometimes fork-thp-collapse-warm 1
-                            fork-thp-vma-size 3mb} {
-            catch {exec src/redis-server --port 0 --$name $bad 2>@1} out
-            assert_match "*$name*$bad*must be*" $out
+        catch {exec src/redis-server --port 0 --fork-debug-thp-vma-size 3mb 2>@1} out
+        assert_match {*fork-debug-thp-vma-size*3mb*must be*} $out
+        foreach gone {fork-thp-vma-size fork-thp-quiet-save fork-thp-collapse-warm} {
+            catch {exec src/redis-server --port 0 --$gone no 2>@1} out
+            # Upstream's message for a name no config table has.
+            assert_match "*Unresolved Configuration*$gone no*aborting*" $out
         }
-    }
-}
-
-start_server {tags {"afork external:skip"} overrides {fork-thp no fork-thp-quiet-save no fork-thp-vma-size 16mb fork-thp-collapse-warm yes}} {
-    test {Deprecated options in the config file: honoured, one log line each} {
-        foreach {name value field auto set} $::thp_deprecated {
-            assert_equal [lindex [r config get $name] 1] $value
-            assert_equal [thp_info ${field}_auto] 0
-            assert_equal [thp_info $field] $set
-            assert_equal [llength [thp_deprecation_lines $name]] 1
-            # Set again at run time: no second line.
-            r config set $name auto
-            r config set $name $value
-            assert_equal [llength [thp_deprecation_lines $name]] 1
-        }
-    }
-}
-
-start_server {tags {"afork external:skip"} overrides {fork-thp yes fork-thp-quiet-save auto}} {
-    test {fork-thp yes and a deprecated option set to auto: yes still accepted, no deprecation line} {
-        assert_equal [lindex [r config get fork-thp] 1] yes
-        assert_equal [thp_info fork_thp_auto] 0
-        assert_equal [thp_info fork_thp_quiet_save_auto] 1
-        assert_equal [thp_deprecation_lines *] {}
     }
 }
 
 # fork-thp auto's refusals, each forced through a fake machine
-# (fork-probe-root) or a setting; no re-exec happens when it says off.
-foreach {name release mode memtotal more args reason} [list \
-    maxmemory 6.18.4 madvise 25165824 {} {maxmemory 100mb} \
-        {off: auto: maxmemory is 100 MiB, under 1024 MiB: fork() copies few page tables anyway} \
-    old-kernel 5.4.0 madvise 25165824 {} {} \
+# (fork-probe-root): off for good, whatever the page tables grow to.
+foreach {name release mode more reason} [list \
+    old-kernel 5.4.0 madvise {} \
         {off: auto: kernel 5.4 copies 2 MiB on a copy-on-write fault of a huge page*} \
-    never 6.18.4 never 25165824 {} {} \
+    never 6.18.4 never {} \
         {off: auto: transparent huge pages are 'never' on this system} \
-    no-collapse 6.0.9 madvise 25165824 {} {} \
+    no-collapse 6.0.9 madvise {} \
         {off: auto: kernel 6.0 has no MADV_COLLAPSE (6.1+)*} \
-    no-scan 6.1.0 always 25165824 {} {} \
+    no-scan 6.1.0 always {} \
         {off: auto: kernel 6.1 has no PAGEMAP_SCAN (6.7+)*} \
-    small-machine 6.18.4 madvise 786432 {} {} \
-        {off: auto: MemTotal is 768 MiB, under 1024 MiB*} \
-    cgroup-v2 6.18.4 madvise 25165824 \
-        {proc/self/cgroup "0::/app/redis\n" sys/fs/cgroup/app/memory.max "536870912\n"
-         sys/fs/cgroup/app/redis/memory.max "max\n"} {} \
-        {off: auto: the cgroup memory limit is 512 MiB, under 1024 MiB*} \
-    cgroup-v1 6.18.4 madvise 25165824 \
-        {proc/self/cgroup "5:cpu,memory:/app\n0::/\n"
-         sys/fs/cgroup/memory/app/memory.limit_in_bytes "268435456\n"} {} \
-        {off: auto: the cgroup memory limit is 256 MiB, under 1024 MiB*} \
+    reporting-balloon 6.18.4 madvise $::thp_balloon \
+        {off: auto: this VM reports free memory to its host (virtio balloon), so the first write to each huge page waits for the host to back 2 MiB} \
+    reporting-not-held 6.18.4 madvise [concat $::thp_balloon {sys/module/page_reporting/parameters/min_free_ms "2000\n"}] \
+        {off: auto: this VM reports free memory to its host*} \
 ] {
-    set root [thp_fake_machine $name $release $mode $memtotal [subst $more]]
-    start_server [list tags {"afork external:skip"} overrides [concat [list fork-thp auto fork-probe-root $root] $args]] {
+    set root [thp_fake_machine $name $release $mode $more]
+    start_server [list tags {"afork external:skip"} overrides [list fork-probe-root $root]] {
         test "fork-thp auto says off, and why: $name" {
             assert_equal [lindex [r config get fork-thp] 1] auto
             assert_equal [thp_info fork_thp_auto] 1
@@ -317,7 +264,40 @@ foreach {name release mode memtotal more args reason} [list \
             set lines [thp_log_lines "*fork-thp auto: off: [string range $reason 11 end]*"]
             assert_equal [llength $lines] 1
             assert_equal [thp_log_lines {*restarting once*}] {}
+            # Off is final: page tables past the threshold change nothing.
+            thp_fake_page_tables $root 20000
+            thp_wait_auto_checks
+            assert_match $reason [thp_info fork_thp_heap]
+            assert_equal [thp_info fork_thp] 0
+            assert_equal [thp_info jemalloc_opt_thp] default
         }
+    }
+}
+
+# A balloon whose reports are held back (min_free_ms of a day, as the
+# bench's --hold-reporting sets it) hands nothing back: auto decides as on a
+# host without reporting.
+set root [thp_fake_machine reporting-held 6.18.4 madvise \
+    [concat $::thp_balloon {sys/module/page_reporting/parameters/min_free_ms "86400000\n"}]]
+start_server [list tags {"afork external:skip"} overrides [list fork-probe-root $root]] {
+    test {fork-thp auto on a VM whose free page reporting is held back: waiting} {
+        assert_equal [thp_info vm_free_page_reporting] 0
+        assert_equal [thp_info vm_free_page_reporting_held] 1
+        assert_match {waiting: auto: page tables * of 6 MiB*} [thp_info fork_thp_heap]
+    }
+}
+
+# On an Async-fork kernel the child copies the page tables: auto waits,
+# however large they grow, and says why.
+set root [thp_fake_machine async-kernel 6.18.4 madvise {proc/sys/kernel/async_fork_enabled "2\n"}]
+start_server [list tags {"afork external:skip"} overrides [list fork-probe-root $root]] {
+    test {fork-thp auto on an Async-fork kernel: waits, page tables or not} {
+        assert_equal [thp_info fork_async_enabled] 1
+        thp_fake_page_tables $root 20000
+        thp_wait_auto_checks
+        assert_equal [thp_info fork_thp_heap] \
+            {waiting: auto: the Async-fork kernel copies the page tables in the child, so forks stay cheap}
+        assert_equal [thp_info fork_thp] 0
     }
 }
 
@@ -338,62 +318,137 @@ if {$why eq "" && ($kmajor < 6 || ($kmajor == 6 && $kminor < 7))} {
 if {$why ne ""} {
     afork_skip "fork-thp with transparent huge pages: $why"
 } else {
-start_server {tags {"afork external:skip"} overrides {fork-thp auto}} {
+start_server {tags {"afork external:skip"}} {
     if {[thp_info vm_free_page_reporting]} {
         test {fork-thp auto on this machine, a VM that reports free memory to its host: off, and why} {
             assert_equal [thp_info fork_thp] 0
-            assert_equal [thp_info fork_thp_auto] 1
             assert_match "off: auto: this VM reports free memory to its host*" [thp_info fork_thp_heap]
             assert_equal [llength [thp_log_lines {*fork-thp auto: off: this VM reports free memory*}]] 1
-            # Decided before any re-exec: no restart.
-            assert_equal [thp_log_lines {*restarting once*}] {}
         }
     } else {
-        test {fork-thp auto on this machine: on, and why (kernel, THP mode, memory)} {
-            assert_equal [thp_info fork_thp] 1
-            assert_equal [thp_info fork_thp_auto] 1
-            assert_match "on: auto: kernel $kmajor.$kminor with MADV_COLLAPSE and PAGEMAP_SCAN, THP *, * MiB of memory (*)" \
+        test {fork-thp auto on this machine: waiting, and for what} {
+            assert_equal [thp_info fork_thp] 0
+            assert_match "waiting: auto: page tables * of 6 MiB, latest fork * of 200 ms" \
                 [thp_info fork_thp_heap]
-            assert_equal [thp_info jemalloc_opt_thp] always
-            assert_equal [thp_info fork_thp_collapse_status] ready
-            assert_equal [llength [thp_log_lines {*fork-thp auto: the keyspace is in transparent huge pages*kernel*}]] 1
-            # Decided once, before the re-exec and again after it: one process.
-            assert_equal [s process_id] [srv 0 pid]
+            assert_equal [llength [thp_log_lines "*fork-thp auto: waiting: *6 MiB*200 ms (kernel $kmajor.$kminor with MADV_COLLAPSE and PAGEMAP_SCAN, THP *)*"]] 1
         }
     }
 }
 
-# The warm-up follows the VM's free page reporting when not set: a fake
-# machine with and without a reporting virtio balloon.
-set balloon {sys/bus/virtio/devices/virtio0/device "0x0005\n"
-             sys/bus/virtio/devices/virtio0/features "0000010000000000000000000000000000000000\n"}
-foreach {name more warm} [list no-balloon {} 0 reporting-balloon [subst $balloon] 1] {
-    set root [thp_fake_machine $name 6.18.4 madvise 2097152 $more]
-    start_server [list tags {"afork external:skip"} overrides [list fork-thp auto fork-probe-root $root]] {
-        test "fork-thp auto on a fake machine, $name: [expr {$warm ? {off} : {on}}]" {
-            if {$warm} {
-                assert_equal [thp_info fork_thp_heap] \
-                    "off: auto: this VM reports free memory to its host (virtio balloon), so the first write to each huge page waits for the host to back 2 MiB"
-                assert_equal [thp_info fork_thp] 0
-            } else {
-                assert_equal [thp_info fork_thp_heap] \
-                    "on: auto: kernel 6.18 with MADV_COLLAPSE and PAGEMAP_SCAN, THP madvise, 2048 MiB of memory (MemTotal)"
-            }
-        }
+# fork-thp auto waits, then switches on with a dataset in place, on a fake
+# machine whose page tables the test sets; the memory is real.
+set root [thp_fake_machine switch 6.18.4 madvise]
+start_server [list tags {"afork external:skip"} overrides [list fork-probe-root $root enable-debug-command yes save {}]] {
+    set pid [srv 0 pid]
+    test {fork-thp auto waits: no thread, no huge pages, and the figures it waits for} {
+        assert_equal [thp_info fork_thp_heap] \
+            {waiting: auto: page tables 0.1 of 6 MiB, latest fork 0 of 200 ms}
+        assert_equal [llength [thp_log_lines "*fork-thp auto: waiting: the keyspace stays in 4 KiB pages until the page tables reach 6 MiB or a fork blocks the server for 200 ms ($::thp_auto_machine)*"]] 1
+        r debug populate 200000 key 1000
+        assert_lessthan [thp_anon_huge_kb $pid] 4096
+        assert_equal [thp_info fork_thp_collapse_status] off
+        assert_equal [thp_info jemalloc_opt_thp] default
     }
+
+    test {fork-thp auto: a fork under the threshold, page tables just under it: waiting} {
+        r bgsave
+        waitForBgsave r
+        set ms [expr {[s latest_fork_usec] / 1000}]
+        assert_lessthan $ms 200
+        thp_fake_page_tables $root 6143
+        thp_wait_auto_checks
+        assert_equal [thp_info fork_thp_heap] \
+            "waiting: auto: page tables 6.0 of 6 MiB, latest fork $ms of 200 ms"
+        assert_equal [thp_info fork_thp] 0
+        assert_lessthan [thp_anon_huge_kb $pid] 4096
+    }
+
+    test {fork-thp auto switches on at the threshold once no child lives, the dataset in place} {
+        set digest [r debug digest]
+        r config set rdb-key-save-delay 100
+        save_start
+        thp_fake_page_tables $root 6144
+        thp_wait_auto_checks
+        # Not while a child shares the pages: the switch changes the map.
+        assert_match {waiting: auto: *} [thp_info fork_thp_heap]
+        r config set rdb-key-save-delay 0
+        save_stop $pid
+        wait_for_condition 50 100 {[thp_info fork_thp] == 1} else {
+            fail "fork-thp auto did not switch on: [thp_info fork_thp_heap]"
+        }
+        assert_equal [thp_info fork_thp_heap] \
+            {on: auto: the page tables reached 6.0 MiB (6 MiB switches on)}
+        assert_equal [thp_info jemalloc_opt_thp] always
+        assert_morethan_equal [thp_info fork_thp_slack_arena] 0
+        # The first pass collapses what is resident, outside any save.
+        wait_for_condition 100 100 {
+            [thp_info fork_thp_collapse_status] eq "ready" && [thp_info fork_thp_collapse_passes] >= 1
+        } else {
+            fail "no collapse pass after the switch: [thp_info fork_thp_collapse_status]"
+        }
+        assert_morethan [thp_info fork_thp_collapse_ranges] 50
+        assert_morethan [thp_anon_huge_kb $pid] [expr {100 * 1024}]
+        assert_equal [llength [thp_log_lines {*fork-thp auto: on: the page tables reached 6.0 MiB*collapsed at 256 MB/s*}]] 1
+        # In place: the same process, the same data.
+        assert_equal [s process_id] $pid
+        assert_equal [r debug digest] $digest
+    }
+
+    test {fork-thp auto, on: new memory is in huge pages, saves are quiet, it stays on} {
+        set before [thp_anon_huge_kb $pid]
+        r debug populate 100000 more 1000
+        assert_morethan [thp_anon_huge_kb $pid] [expr {$before + 50 * 1024}]
+        r config set rdb-key-save-delay 100
+        save_start
+        assert_equal [thp_process_enabled $pid] 0
+        assert_equal [thp_info fork_thp_quiet_saves] 1
+        r config set rdb-key-save-delay 0
+        save_stop $pid
+        thp_fake_page_tables $root 100
+        thp_wait_auto_checks
+        assert_match {on: auto: *} [thp_info fork_thp_heap]
+        assert_equal [thp_process_enabled $pid] 1
+    }
+}
+
+# The other trigger: a fork that blocked the server for
+# fork-debug-thp-auto-fork-ms (1 ms here, so that a small dataset's fork
+# reaches it); the page tables stay far under theirs.
+set root [thp_fake_machine slow-fork 6.18.4 madvise]
+start_server [list tags {"afork external:skip"} overrides [list fork-probe-root $root enable-debug-command yes save {} fork-debug-thp-auto-fork-ms 1]] {
+    test {fork-thp auto switches on after a fork that blocked the server long enough} {
+        assert_equal [thp_info fork_thp_auto_fork_usec] 1000
+        r debug populate 300000 key 1000
+        thp_wait_auto_checks
+        assert_match {waiting: auto: page tables 0.1 of 6 MiB, latest fork 0 of 1 ms} [thp_info fork_thp_heap]
+        r bgsave
+        waitForBgsave r
+        set ms [expr {[s latest_fork_usec] / 1000}]
+        if {$ms < 1} { fail "the fork took under 1 ms: the test cannot show the trigger" }
+        wait_for_condition 50 100 {[thp_info fork_thp] == 1} else {
+            fail "fork-thp auto did not switch on: [thp_info fork_thp_heap]"
+        }
+        assert_equal [thp_info fork_thp_heap] \
+            "on: auto: a fork blocked the server for $ms ms (1 ms switches on)"
+    }
+}
+
+# The warm-up follows the VM's free page reporting unless
+# fork-debug-thp-collapse-warm sets it: fork-thp yes on a fake machine with
+# and without a reporting virtio balloon.
+foreach {name more warm} [list no-balloon {} 0 reporting-balloon $::thp_balloon 1] {
+    set root [thp_fake_machine $name 6.18.4 madvise $more]
     start_server [list tags {"afork external:skip"} overrides [list fork-thp yes fork-probe-root $root]] {
         test "fork-thp yes on a fake machine, $name: warm-up $warm" {
             assert_equal [thp_info fork_thp_heap] on
             assert_equal [thp_info vm_free_page_reporting] $warm
             assert_equal [thp_info fork_thp_collapse_warm] $warm
-            assert_equal [thp_info fork_thp_collapse_warm_auto] 1
             # Forced on where auto would stay off: the log says what it costs.
             assert_equal [llength [thp_log_lines {*fork-thp yes on a VM that reports free memory*}]] $warm
-            # Set, the deprecated option wins over the machine.
-            r config set fork-thp-collapse-warm [expr {$warm ? "no" : "yes"}]
+            r config set fork-debug-thp-collapse-warm [expr {$warm ? "no" : "yes"}]
             assert_equal [thp_info fork_thp_collapse_warm] [expr {!$warm}]
-            assert_equal [thp_info fork_thp_collapse_warm_auto] 0
-            assert_equal [llength [thp_deprecation_lines fork-thp-collapse-warm]] 1
+            r config set fork-debug-thp-collapse-warm auto
+            assert_equal [thp_info fork_thp_collapse_warm] $warm
         }
     }
 }
@@ -458,9 +513,8 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         assert_lessthan [thp_info latest_fork_thp_collapse_max_usec] \
                         [expr {[thp_info fork_thp_collapse_usec] + 1}]
         # Each was warmed first where the VM reports free pages to its host
-        # (fork-thp-collapse-warm not set: chosen from the machine).
+        # (fork-debug-thp-collapse-warm not set: chosen from the machine).
         set ::thp_reporting [thp_info vm_free_page_reporting]
-        assert_equal [thp_info fork_thp_collapse_warm_auto] 1
         assert_equal [thp_info fork_thp_collapse_warm] $::thp_reporting
         if {$::thp_reporting} {
             assert_morethan [thp_info fork_thp_collapse_warm_usec] 0
@@ -488,8 +542,8 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         save_stop $pid
     }
 
-    test {fork-thp-collapse-warm no: the pass collapses without warming} {
-        r config set fork-thp-collapse-warm no
+    test {fork-debug-thp-collapse-warm no: the pass collapses without warming} {
+        r config set fork-debug-thp-collapse-warm no
         assert_equal [thp_info fork_thp_collapse_warm] 0
         set warm [thp_info fork_thp_collapse_warm_usec]
         set ranges [thp_info fork_thp_collapse_ranges]
@@ -505,32 +559,32 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
             fail "no collapse pass: [r info fork]"
         }
         assert_equal [thp_info fork_thp_collapse_warm_usec] $warm
-        r config set fork-thp-collapse-warm yes
+        r config set fork-debug-thp-collapse-warm yes
         assert_equal [thp_info fork_thp_collapse_warm] 1
-        r config set fork-thp-collapse-warm auto
+        r config set fork-debug-thp-collapse-warm auto
         assert_equal [thp_info fork_thp_collapse_warm] $::thp_reporting
     }
 
-    test {The collapse pass cut the keyspace into VMAs of fork-thp-vma-size} {
+    test {The collapse pass cut the keyspace into VMAs of 64 MiB} {
         set size [expr {64 << 20}]
         # ~300 MB of data: at least one mapping of 128 MB was there to cut.
         assert_morethan [thp_info fork_thp_vma_cuts] 1
         assert_equal [thp_uncut_mappings $pid $size $size] {}
         # Smaller pieces at the next pass; 0 cuts nothing more and undoes.
         r config set rdb-key-save-delay 0
-        r config set fork-thp-vma-size 16mb
+        r config set fork-debug-thp-vma-size 16mb
         set cuts [thp_info fork_thp_vma_cuts]
         save_and_wait_pass
         assert_morethan [thp_info fork_thp_vma_cuts] $cuts
         assert_equal [thp_uncut_mappings $pid [expr {16 << 20}] [expr {16 << 20}]] {}
-        r config set fork-thp-vma-size 0
+        r config set fork-debug-thp-vma-size 0
         set cuts [thp_info fork_thp_vma_cuts]
         r debug populate 200000 more 400
         save_and_wait_pass
         assert_equal [thp_info fork_thp_vma_cuts] $cuts
         # ... and the pieces merged again.
         assert_morethan [llength [thp_uncut_mappings $pid $size $size]] 0
-        r config set fork-thp-vma-size auto
+        r config set fork-debug-thp-vma-size 64mb
         r eval {for i = 0, 199999 do redis.call('del', 'more:' .. i) end} 0
         r config set rdb-key-save-delay 200
     }
@@ -553,7 +607,7 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
         assert_equal [thp_info fork_thp_collapse_status] off
     }
 
-    test {fork-thp-quiet-save: no huge page is made while the child lives} {
+    test {The quiet save: no huge page is made while the child lives} {
         r config set rdb-key-save-delay 100000
         set saves [thp_info fork_thp_quiet_saves]
         assert_equal [thp_process_enabled $pid] 1
@@ -569,15 +623,6 @@ start_server {tags {"afork external:skip"} overrides {fork-thp yes enable-debug-
             fail "huge pages still off after the child exited"
         }
         assert_equal [thp_info fork_thp_quiet_saves] [expr {$saves + 1}]
-    }
-
-    test {fork-thp-quiet-save no: huge pages stay allowed during a save} {
-        r config set fork-thp-quiet-save no
-        save_start
-        assert_equal [thp_process_enabled $pid] 1
-        assert_equal [thp_info current_fork_thp_paused] 0
-        save_stop $pid
-        r config set fork-thp-quiet-save auto
         r config set rdb-key-save-delay 0
     }
 

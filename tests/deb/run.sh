@@ -202,7 +202,7 @@ else
     err "installed files" "missing:$missing"
 fi
 if grep -q '^# fork-quiet-window auto' /etc/redis/redis.conf &&
-    grep -q '^# fork-thp no' /etc/redis/redis.conf &&
+    grep -q '^# fork-thp auto' /etc/redis/redis.conf &&
     grep -q '^dir /var/lib/redis' /etc/redis/redis.conf; then
     ok "/etc/redis/redis.conf has Debian's defaults and documents our options"
 else

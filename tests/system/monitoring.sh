@@ -134,9 +134,9 @@ expect_fail "the reference check fails on an undocumented Async-fork counter fie
 expect_fail "the reference check fails on an undocumented option" 'does not document.*fork-new-option' \
     python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" --reference "$ref" \
     --config "$work/broken/config.txt"
-grep -v '^| `fork-thp-quiet-save` |' "$ref" >"$work/broken/reference2.md"
-expect_fail "the reference check fails on an undocumented deprecated (hidden) option" \
-    'does not document.*fork-thp-quiet-save' \
+grep -v '^| `fork-debug-thp-vma-size` |' "$ref" >"$work/broken/reference2.md"
+expect_fail "the reference check fails on an undocumented hidden option" \
+    'does not document.*fork-debug-thp-vma-size' \
     python3 "$check" --names "$names" --info-fork "$work/info-fork.txt" --reference "$work/broken/reference2.md" \
     --config-rows "$top/src/afork_config.h"
 exit $status
