@@ -17,9 +17,10 @@
  *    re-collapse runs into when it allocates and frees huge pages
  *    (afork_thp_host.c); read at startup and when fork-probe-root
  *    changes, since a device's features do not. A balloon whose reports
- *    are held back (page_reporting's min_free_ms of an hour or more: no
- *    block freed is handed back for that long) counts as none: the host
- *    then backs the guest as one without reporting does;
+ *    are held back (page_reporting's min_free_ms of a minute or more, as
+ *    a bench sets it, some kernels capping it at 5 minutes: a block the
+ *    heap frees and takes again soon is not handed back) counts as none:
+ *    the host then backs the guest as one without reporting does;
  *  - advice for LATENCY DOCTOR's "fork" line and redis-server
  *    --check-system.
  *
@@ -49,7 +50,7 @@
 
 #define VIRTIO_ID_BALLOON 5          /* /sys/bus/virtio/devices/<dev>/device */
 #define VIRTIO_BALLOON_F_REPORTING 5 /* a bit of .../<dev>/features, one char per bit */
-#define REPORTING_HELD_MS (3600LL * 1000) /* min_free_ms that holds reports back */
+#define REPORTING_HELD_MS (60LL * 1000) /* min_free_ms that holds reports back */
 
 static struct {
     char thp_enabled[16];        /* system mode: always/madvise/never; "unknown" */
@@ -228,7 +229,7 @@ static int readVmPageReporting(const char *root) {
     return reporting;
 }
 
-/* Are the balloon's reports held back (min_free_ms under root of an hour
+/* Are the balloon's reports held back (min_free_ms under root of a minute
  * or more)? */
 static int vmReportingHeld(const char *root) {
     char path[PATH_MAX], buf[32];
@@ -371,7 +372,7 @@ int aforkSystemCheck(sds *msg) {
                  " heap in huge pages waits for the host at each new huge page, and fork-thp's"
                  " re-collapse frees and takes such blocks after each save; fork-thp auto stays"
                  " off here: docs/reference.md, vm_free_page_reporting)"
-               : sys.vm_reporting_held ? "held back (page_reporting min_free_ms of an hour or more)"
+               : sys.vm_reporting_held ? "held back (page_reporting min_free_ms of a minute or more)"
                : "no");
     if (!strcmp(sys.thp_enabled, "never") && kernelHasThpCowSplit()) {
         *msg = sdsnew("Transparent huge pages are 'never': the keyspace stays in 4 KiB pages, so fork()"

@@ -59,7 +59,8 @@ def populated(run, args, say, config=()):
     """(server, keys, figures) of a fresh server of the run's variant,
     started with `config` and holding the run's keys (the same count for
     every server of a size); its memory goes into the figures after
-    populating and, when the block ends without an error, at the end. The
+    populating and, when the block ends without an error, at the end, with
+    whether fork-thp was on then (server_thp: what auto chose). The
     server is stopped and its folder removed either way."""
     srv, work = start_server(run.variant, args, config)
     try:
@@ -71,6 +72,7 @@ def populated(run, args, say, config=()):
                "rss_after_populate_mb": int(mem["used_memory_rss"]) / MIB}
         yield srv, keys, fig
         finish_memory(srv, fig)
+        server_thp(srv, args, run, fig)
     finally:
         srv.stop()
         shutil.rmtree(work, ignore_errors=True)

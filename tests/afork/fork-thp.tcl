@@ -250,7 +250,7 @@ foreach {name release mode more reason} [list \
         {off: auto: kernel 6.1 has no PAGEMAP_SCAN (6.7+)*} \
     reporting-balloon 6.18.4 madvise $::thp_balloon \
         {off: auto: this VM reports free memory to its host (virtio balloon), so the first write to each huge page waits for the host to back 2 MiB} \
-    reporting-not-held 6.18.4 madvise [concat $::thp_balloon {sys/module/page_reporting/parameters/min_free_ms "2000\n"}] \
+    reporting-not-held 6.18.4 madvise [concat $::thp_balloon {sys/module/page_reporting/parameters/min_free_ms "59999\n"}] \
         {off: auto: this VM reports free memory to its host*} \
 ] {
     set root [thp_fake_machine $name $release $mode $more]
@@ -274,11 +274,12 @@ foreach {name release mode more reason} [list \
     }
 }
 
-# A balloon whose reports are held back (min_free_ms of a day, as the
-# bench's --hold-reporting sets it) hands nothing back: auto decides as on a
+# A balloon whose reports are held back (min_free_ms of a minute or more,
+# as the bench's --hold-reporting sets it; 59999 ms above is not held) hands
+# back nothing the heap frees and soon takes again: auto decides as on a
 # host without reporting.
 set root [thp_fake_machine reporting-held 6.18.4 madvise \
-    [concat $::thp_balloon {sys/module/page_reporting/parameters/min_free_ms "86400000\n"}]]
+    [concat $::thp_balloon {sys/module/page_reporting/parameters/min_free_ms "60000\n"}]]
 start_server [list tags {"afork external:skip"} overrides [list fork-probe-root $root]] {
     test {fork-thp auto on a VM whose free page reporting is held back: waiting} {
         assert_equal [thp_info vm_free_page_reporting] 0
