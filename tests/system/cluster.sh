@@ -382,7 +382,9 @@ check_fork() {
         if [ "$(f fork_thp_heap)" = on ]; then
             [ "$(f fork_thp_quiet_saves)" = "$n" ] || why+=" fork_thp_quiet_saves $(f fork_thp_quiet_saves) != $n forks;"
         else
-            [ "$want_thp" = 0 ] && [ "$(f fork_thp_heap)" = off ] || why+=" fork_thp_heap $(f fork_thp_heap);"
+            # Not on: off (no), off or waiting (auto, the default).
+            [ "$want_thp" = 0 ] && [[ "$(f fork_thp_heap)" =~ ^(off|waiting: auto: ) ]] ||
+                why+=" fork_thp_heap $(f fork_thp_heap);"
         fi
         if [ "$n" -eq 0 ]; then
             [ "$max" = 0 ] && [ "$total" = 0 ] && [ "$p50" = 0 ] && [ "$life" = -1 ] && [ "$cow" = -1 ] ||
