@@ -259,12 +259,13 @@ void aforkThpLoopSample(long long usec, int window_open) {
 
 /* fork-thp auto, waiting: has the fork become the stall? fork() copies
  * the page tables while the server waits, one 8-byte entry per 4 KiB page
- * (2 MiB per GiB of data), at some 15-40 ms per MiB of them on the
+ * (2 MiB per GiB of data), at some 15-45 ms per MiB of them on the
  * machines measured; in huge pages there is one entry per 2 MiB. Where
  * forks are cheap (a dataset of 1 GB) huge pages cost more than they save:
  * a few percent of p99 during saves and full syncs, and some memory of
- * each instance. The bench's crossover runs chose the thresholds
- * (docs/design.md): the page tables of AFORK_THP_AUTO_PAGE_TABLES, a
+ * each instance. The thresholds lie between the bench's 1 GB runs, where
+ * huge pages lose on p99, and its 4 GB runs, where they win on every
+ * figure (docs/design.md): the page tables of AFORK_THP_AUTO_PAGE_TABLES, a
  * dataset of some 3 GiB, or a fork that blocked the server for
  * fork-debug-thp-auto-fork-ms (a slow machine's forks cost that with less
  * data). An Async-fork kernel copies the page tables in the child, so the
