@@ -186,8 +186,18 @@ HEADLINE_SITES = {"steady": ", steady state", "aofrewrite": ", AOF rewrite",
 # How the headline names a variant (others by their own name).
 HEADLINE_NAMES = {
     "afork-thp-collapse": "redis-afork, fork-thp yes",
-    "redis-afork": "redis-afork",
 }
+# redis-afork with no fork option set: fork-thp's default changed to auto
+# in 0.3.0 (before: no), so the name says which default the run had.
+AUTO_DEFAULT_SINCE = (0, 3, 0)
+
+
+def headline_name(res, variant):
+    if variant != "redis-afork":
+        return HEADLINE_NAMES.get(variant, variant)
+    m = re.search(r"afork=(\d+)\.(\d+)\.(\d+)", res.machine.get("redis_afork") or "")
+    version = tuple(int(x) for x in m.groups()) if m else (0, 0, 0)
+    return "redis-afork, fork-thp %s" % ("auto" if version >= AUTO_DEFAULT_SINCE else "no")
 
 
 def headline_cell(summary, size, variant, metric, baseline):
@@ -222,7 +232,7 @@ def headline(dirs, top, allow):
             for v in variants:
                 lines.append("| %s GB%s | %s | %s | %s |" % (
                     report.fmt_size(size), HEADLINE_SITES.get(scenario, ""),
-                    HEADLINE_NAMES.get(v, v),
+                    headline_name(res, v),
                     headline_cell(summary, size, v, fork, res.baseline),
                     headline_cell(summary, size, v, stall, res.baseline)))
         sources.append("`%s` (%d repetitions, %s)" % (
