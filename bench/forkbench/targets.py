@@ -2,8 +2,8 @@
 
     python3 -m forkbench.targets DIR [--variant NAME]
 
-The targets that make `fork-thp auto` the default (docs/design.md, "When
-fork-thp auto switches on"), per size of a `make bench --scenario steady`
+The targets that make `fork-thp auto` the default
+(docs/investigations/2026-12-02-fork-thp-auto-default.md), per size of a `make bench --scenario steady`
 results folder, each from the repetitions of the run against stock Redis
 of the same run. Where the variant's heap was not in huge pages at the end
 (fork_thp_on 0: auto still waiting), it must cost what stock costs:
