@@ -542,7 +542,7 @@ tables() { PYTHONPATH=$top/bench python3 -m forkbench.tables "$@"; }
 if tables --update "$repo/README.md" &&
         grep -qE '^\| 0.008 GB \| stock \| redis-afork \| stock-peer \|' "$repo/README.md" &&
         grep -qE '^\| save max / control max .*\] \| .*within noise' "$repo/README.md" &&
-        grep -qE '^\| 0.004 GB \| redis-afork \| [0-9.]+ \[[0-9.]+–[0-9.]+\] \([0-9.]+x\) \|' "$repo/README.md" &&
+        grep -qE '^\| 0.004 GB \| redis-afork, fork-thp auto \| [0-9.]+ \[[0-9.]+–[0-9.]+\] \([0-9.]+x\) \|' "$repo/README.md" &&
         ! grep -q stale "$repo/README.md"; then
     ok "forkbench.tables --update fills the tables and the headline with spreads and verdicts"
 else
