@@ -193,7 +193,7 @@ def test_fork_site_folders_get_their_tables_and_headline(git_repo, scenario, p, 
 
 def test_a_run_with_reporting_held_says_so_in_its_heading():
     from forkbench import report
-    path = "bench/results/fill-held-2-4-20261128"
+    path = "bench/results/fill-2-4-20261128"
     res = report.read(os.path.join(TOP, path))
     assert "free page reporting held back" in tables.heading(res, path)
     res.machine["reporting_held"] = False

@@ -82,6 +82,6 @@ def test_tables_name_every_size_and_the_heap(tmp_path):
 
 def test_committed_steady_run_has_its_targets():
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    res = report.read(os.path.join(top, "bench/results/steady-8-5rep-20261126"))
+    res = report.read(os.path.join(top, "bench/results/steady-8-20261126"))
     lines = targets.tables(res)
     assert any("client max during a save" in l and l.endswith("| met |") for l in lines)

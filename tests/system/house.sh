@@ -76,7 +76,8 @@ cited=$(git grep -ohE '[A-Za-z0-9_./-]*results/[A-Za-z0-9_-][A-Za-z0-9_.-]*[A-Za
     grep -vE '(^|/)(build|kernel)/results/' | sed -E 's#.*results/##' | sort -u)
 uncited=
 for f in $folders; do
-    git grep -qF "$f" -- '*.md' ':!bench/results' ':!contrib/async-fork/results' || uncited+="$f "
+    git grep -qE "(^|[^A-Za-z0-9-])$f([^A-Za-z0-9-]|\$)" -- '*.md' ':!bench/results' \
+        ':!contrib/async-fork/results' || uncited+="$f "
 done
 missing=$(comm -13 <(echo "$folders") <(echo "$cited") | tr '\n' ' ')
 if [ -z "$folders" ]; then
@@ -85,5 +86,17 @@ elif [ -z "${uncited// /}" ] && [ -z "${missing// /}" ]; then
     ok "results: each of the $(wc -w <<<"$folders") folders is cited, each citation has its folder"
 else
     err "results" "${uncited:+cited nowhere: $uncited}${missing:+ cited but missing: $missing}"
+fi
+
+# A folder is named <scenario>[-<sizes>]-<yyyymmdd>, with a word after the
+# date only where two runs of one day need telling apart; raw per-sample
+# data (more than 2000 lines) is committed gzipped.
+badname=$(grep -vE '^[a-z0-9]+(-[a-z0-9]+)*-20[0-9]{6}(-[a-z]+)*$' <<<"$folders" | tr '\n' ' ')
+raw=$(git ls-files bench/results contrib/async-fork/results | grep -vE '\.(gz|png)$' |
+    while read -r f; do [ "$(wc -l <"$f")" -le 2000 ] || printf '%s ' "$f"; done)
+if [ -z "${badname// /}" ] && [ -z "$raw" ]; then
+    ok "results: folders named <scenario>-<sizes>-<date>, raw data compressed"
+else
+    err "results" "${badname:+not <scenario>-<sizes>-<date>: $badname}${raw:+ over 2000 lines, gzip them: $raw}"
 fi
 exit "$status"
