@@ -9,7 +9,7 @@ thread waited for the mmap lock
 Per pass (a run of collapses with no gap over 2 s, over 1000 calls): the
 median and longest collapse, the collapses over --slow-ms and how many of
 them began within --near-ms after a page_reporting_process work item
-started, and the fork-thp-collapse-warm warm-ups (MADV_POPULATE_WRITE)
+started, and the collapse warm-ups (MADV_POPULATE_WRITE)
 over 2 ms. Then the mmap-lock waits (rwsem contention) of the threads
 named redis-server (the main thread, and jemalloc's) over 3 ms, the longest first, each with
 the collapse write-lock holds that overlapped it.
