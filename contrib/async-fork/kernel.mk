@@ -20,20 +20,13 @@ KERNEL_REDIS_DEP ?= $(if $(wildcard $(REDIS_BIN_DIR)/redis-server),,build) \
 # Stock Redis for the side-by-side Redis latency table in the guest.
 STOCK_REDIS_SERVER ?= build/stock/redis-$(REDIS_VERSION)/src/redis-server
 
-# Settings passed through to scripts/kernel-test.sh (see its header).
-export KERNEL_OUT REDIS_BIN_DIR KERNEL_NO_REDIS AFORK_CACHE AFORK_APT_URI JOBS PREV_REDIS_SERVER \
-       KERNEL_TEST_RUNS KERNEL_TEST_TESTS KERNEL_TEST_SCALE KERNEL_TEST_STRESS \
-       KERNEL_TEST_FORKTIME KERNEL_TEST_INJECT KERNEL_TEST_TIMEOUT KERNEL_TEST_HOST \
-       KERNEL_TEST_BUDGET KERNEL_SERIES AFORK_APT_SUITES AFORK_SERIES_FUZZ \
-       KERNEL_TEST_PROBE KERNEL_DEB KERNEL_REFRESH CCACHE_DIR KERNEL_TEST_DEBUG \
-       KERNEL_TEST_DEBUG_SCALE KERNEL_TEST_E2E KERNEL_TEST_REDIS_MIB \
-       KERNEL_TEST_REDIS_ROUNDS KERNEL_TEST_REDIS_LAT_MIB STOCK_REDIS_SERVER \
-       KERNEL_TEST_REDIS_LAT_ROUNDS KERNEL_TEST_E2E_SMP KERNEL_TEST_E2E_CHECK \
-       KERNEL_TEST_E2E_MEM KERNEL_TEST_E2E_BOOTS KERNEL_TEST_E2E_LAYOUT KERNEL_TEST_FORKCOST_CELLS KERNEL_SELFTESTS KERNEL_SELFTESTS_BOOTS \
-       KERNEL_SELFTESTS_STEP_TIMEOUT KERNEL_SELFTESTS_TIMEOUT KERNEL_SELFTESTS_REPEAT
+# The harness's knobs (kernel-test.sh --help, make kernel-help), and where
+# the Redis programs are (from upstream/pin).
+export KERNEL_TESTS KERNEL_SIZE KERNEL_BUDGET KERNEL_DEB KERNEL_OUT JOBS AFORK_ACCEL \
+       REDIS_BIN_DIR STOCK_REDIS_SERVER AFORK_CACHE AFORK_APT_URI AFORK_APT_SUITES CCACHE_DIR
 
 .PHONY: kernel-src kernel-build kernel-test kernel-test-full kernel-e2e kernel-boot kernel-trace kernel-patches \
-        kernel-selftests kernel-kasan kernel-clean \
+        kernel-selftests kernel-kasan kernel-clean kernel-help \
         check-deps-kernel
 
 # The harness's Debian packages, checked before anything starts (the
@@ -63,8 +56,8 @@ kernel-test-full: check-deps-kernel $(KERNEL_REDIS_DEP)
 
 # The full Redis latency experiment (README: "The Redis latency
 # experiment"): stock kernel, patched vm.async_fork=2 and =1, 1024 and 1536
-# MiB, 10 BGSAVEs per cell; hours under TCG (KERNEL_TEST_E2E_BOOTS and
-# KERNEL_TEST_REDIS_LAT_MIB run a part).
+# MiB, 10 BGSAVEs per cell; hours under TCG (KERNEL_SIZE and KERNEL_TESTS,
+# the cells, run a part).
 kernel-e2e: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@$(AFORK_KDIR)/scripts/kernel-test.sh e2e
 
@@ -72,7 +65,7 @@ kernel-e2e: check-deps-kernel $(KERNEL_REDIS_DEP)
 # source, static) on the stock kernel and the patched one with
 # vm.async_fork=2, two NUMA nodes, and their comparison per program and case;
 # non-zero when the patched kernel fails what the stock kernel passes.
-# KERNEL_SELFTESTS=mm-cow,mm-khugepaged runs a part (guest/mm-selftests list).
+# KERNEL_TESTS=mm-cow,mm-khugepaged runs a part (guest/mm-selftests list).
 kernel-selftests: check-deps-kernel $(KERNEL_REDIS_DEP)
 	@$(AFORK_KDIR)/scripts/kernel-selftests.sh
 
@@ -84,14 +77,16 @@ kernel-selftests: check-deps-kernel $(KERNEL_REDIS_DEP)
 # timings; hours under TCG, so not in kernel-test nor CI
 # (contrib/async-fork/README.md says how long).
 kernel-kasan: check-deps-kernel $(KERNEL_REDIS_DEP)
-	@rc=0; \
-	KERNEL_TEST_RUNS=kasan:all:vm.async_fork=2 KERNEL_TEST_DEBUG=0 KERNEL_TEST_E2E=0 KERNEL_TEST_SELFTESTS=0 \
-	    KERNEL_TEST_HOST=0 KERNEL_TEST_PROBE=0 KERNEL_TEST_TIMEOUT=$${KERNEL_TEST_TIMEOUT:-14400} \
-	    $(AFORK_KDIR)/scripts/kernel-test.sh test || rc=1; \
-	KERNEL_SELFTESTS_BOOTS="stock-kasan kasan" KERNEL_SELFTESTS_TIMEOUT=$${KERNEL_SELFTESTS_TIMEOUT:-14400} \
-	    KERNEL_SELFTESTS_STEP_TIMEOUT=$${KERNEL_SELFTESTS_STEP_TIMEOUT:-2400} \
-	    $(AFORK_KDIR)/scripts/kernel-selftests.sh || rc=1; \
-	exit $$rc
+	@$(AFORK_KDIR)/scripts/kernel-test.sh kasan
+
+# The tiers, the knobs and kernel-boot's arguments.
+kernel-help:
+	@$(AFORK_KDIR)/scripts/kernel-test.sh --help
+	@echo
+	@echo "One boot by hand after kernel-build (make kernel-boot):"
+	@echo "  KERNEL=stock|patched|debug|trace  TESTS=all|STEP,...  SYSCTL=vm.async_fork=2"
+	@echo "  TRACE=f1,f2 (trace build: function_graph of those)  INJECT=STEP,...|all"
+	@echo "  (the steps break themselves on purpose: each must FAIL)"
 
 # The patched kernel with ftrace (config/trace.config), for experiments
 # only: tracing changes timings. After kernel-build (the initramfs).
@@ -102,18 +97,19 @@ kernel-trace: check-deps-kernel
 # One boot by hand after kernel-build, e.g.
 #   make kernel-boot KERNEL=patched TESTS=fork-loop,thp SYSCTL=vm.async_fork=2
 # KERNEL=debug or trace boots that build of the patched tree; TRACE=f1,f2
-# (trace build) prints a function_graph trace of those functions.
+# (trace build) prints a function_graph trace of those functions; INJECT=
+# STEP,...|all breaks those steps on purpose (each must then FAIL).
 KERNEL ?= stock
 TESTS ?= all
 SYSCTL ?=
 TRACE ?=
+INJECT ?=
 BOOT_OUT ?= $(KERNEL_OUT)/boot-$(KERNEL)
 kernel-boot:
 	@$(AFORK_KDIR)/scripts/boot.sh --kernel $(KERNEL_OUT)/$(if $(filter debug trace,$(KERNEL)),patched/obj-$(KERNEL),$(KERNEL)/obj)/arch/x86/boot/bzImage \
 	    --initrd $(KERNEL_OUT)/initramfs.cpio --out $(BOOT_OUT) --label $(KERNEL) \
 	    --tests $(TESTS) $(if $(SYSCTL),--sysctl $(SYSCTL)) $(if $(TRACE),--append afork.trace=$(TRACE)) \
-	    $(if $(KERNEL_TEST_SCALE),--scale $(KERNEL_TEST_SCALE)) \
-	    $(if $(KERNEL_TEST_INJECT),--inject $(KERNEL_TEST_INJECT))
+	    $(if $(INJECT),--inject $(INJECT))
 
 # Export the commits of the patched worktree to contrib/async-fork/patches/.
 kernel-patches:

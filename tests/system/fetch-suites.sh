@@ -109,25 +109,25 @@ kenv=(env AFORK_APT_URI="file:$repo" AFORK_APT_SUITES="trixie trixie-backports")
 expect_deb "kernel fetch: the series' base is found in a second suite and verified" \
     "$work/k1/linux-source-6.12_6.12.500-1_all.deb" \
     'base 6.12.500-1 found in trixie-backports' 'base 6.12.500-1 (sha256 verified)' -- \
-    "${kenv[@]}" AFORK_CACHE="$work/k1" KERNEL_SERIES="$(series 6.12.500-1 "$(sha256_of "$base_deb")")" "$kfetch"
+    "${kenv[@]}" AFORK_CACHE="$work/k1" "$kfetch" --series "$(series 6.12.500-1 "$(sha256_of "$base_deb")")"
 expect_deb "kernel fetch: a cached base is used without asking the archive" \
     "$work/k1/linux-source-6.12_6.12.500-1_all.deb" 'sha256 verified' -- \
-    "${kenv[@]}" AFORK_CACHE="$work/k1" KERNEL_SERIES="$work/series-6.12.500-1" \
-    AFORK_APT_URI=http://127.0.0.1:9/debian "$kfetch"
+    "${kenv[@]}" AFORK_CACHE="$work/k1" AFORK_APT_URI=http://127.0.0.1:9/debian \
+    "$kfetch" --series "$work/series-6.12.500-1"
 expect_deb "kernel fetch: a base in no suite falls back to the newest, announced as drift" \
     "$work/k2/linux-source-6.12_6.12.999-1_all.deb" \
     'no suite carries the base 6.12.400-1' 'drift: source 6.12.999-1 is not the series. base 6.12.400-1' -- \
-    "${kenv[@]}" AFORK_CACHE="$work/k2" KERNEL_SERIES="$(series 6.12.400-1 0123)" "$kfetch"
+    "${kenv[@]}" AFORK_CACHE="$work/k2" "$kfetch" --series "$(series 6.12.400-1 0123)"
 expect_fail "kernel fetch: a base with another sha256 is refused" \
     "sha256 mismatch for linux-source-6.12_6.12.500-1_all.deb: it is not the series' base" \
-    "${kenv[@]}" AFORK_CACHE="$work/k3" KERNEL_SERIES="$(series 6.12.500-1 "$(printf '%064d' 0)")" "$kfetch"
+    "${kenv[@]}" AFORK_CACHE="$work/k3" "$kfetch" --series "$(series 6.12.500-1 "$(printf '%064d' 0)")"
 expect_fail "kernel fetch: an unreachable archive and an empty cache say what to do" \
     "could not be downloaded.*|KERNEL_DEB=" \
-    env AFORK_CACHE="$work/k4" KERNEL_SERIES="$work/series-6.12.500-1" AFORK_APT_URI=http://127.0.0.1:9/debian "$kfetch"
+    env AFORK_CACHE="$work/k4" AFORK_APT_URI=http://127.0.0.1:9/debian "$kfetch" --series "$work/series-6.12.500-1"
 expect_deb "kernel fetch: an unreachable archive falls back to the newest cached package" \
     "$work/k2/linux-source-6.12_6.12.999-1_all.deb" 'could not be reached; using the cached' -- \
-    env AFORK_CACHE="$work/k2" KERNEL_SERIES="$work/series-6.12.500-1" \
-    AFORK_APT_URI=http://127.0.0.1:9/debian "$kfetch"
+    env AFORK_CACHE="$work/k2" AFORK_APT_URI=http://127.0.0.1:9/debian \
+    "$kfetch" --series "$work/series-6.12.500-1"
 
 # --- Redis: pinned version in the second suite, in no suite, wrong checksum
 orig=$real_cache/$ORIG_TARBALL deb=$real_cache/$DEBIAN_TARBALL

@@ -88,6 +88,24 @@ else
     err "results" "${uncited:+cited nowhere: $uncited}${missing:+ cited but missing: $missing}"
 fi
 
+# The kernel series' cover letter is written once, cover-letter.txt, and
+# make kernel-patches generates 0000-cover-letter.patch from it.
+cover=$top/contrib/async-fork/cover-letter.txt
+letter=$top/contrib/async-fork/patches/0000-cover-letter.patch
+if [ -f "$cover" ] && [ -f "$letter" ] &&
+    python3 - "$cover" "$letter" <<'EOF'
+import sys
+text = open(sys.argv[1]).read().split("\n", 1)
+patch = open(sys.argv[2]).read()
+subject = " ".join(patch.split("Subject: [PATCH", 1)[1].split("\n\n", 1)[0].split())
+sys.exit(0 if text[1].strip() in patch and text[0].strip() in subject else 1)
+EOF
+then
+    ok "kernel: 0000-cover-letter.patch carries cover-letter.txt (make kernel-patches)"
+else
+    err "kernel cover letter" "0000-cover-letter.patch differs from cover-letter.txt: run make kernel-patches"
+fi
+
 # A folder is named <scenario>[-<sizes>]-<yyyymmdd>, with a word after the
 # date only where two runs of one day need telling apart; raw per-sample
 # data (more than 2000 lines) is committed gzipped.

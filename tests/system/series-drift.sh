@@ -44,7 +44,7 @@ p1=$(cd "$work/series" && ls -1 -- 0001-*.patch)
 
 # 1. The base itself: strict.
 make_tree "$work/t-base"
-if out=$(AFORK_SERIES_STRICT=1 "$apply" "$work/t-base" "$work/series/series" "$work/d-base" 2>&1) &&
+if out=$("$apply" --strict "$work/t-base" "$work/series/series" "$work/d-base" 2>&1) &&
     [ ! -s "$work/d-base" ] && grep -q 'applied strictly' <<<"$out" &&
     [ "$(git -C "$work/t-base" log --format=%s -2 | paste -sd,)" = "other: patch,mm: patch beta" ]; then
     ok "drift: the series applies strictly to its base, one commit per patch"
@@ -74,7 +74,7 @@ fi
 make_tree "$work/t-strict" '/^int beta/,/^}/ s/^\tint beta_1 = x + 1;$/\tint beta_1 = x + 1; \/* moved on *\//'
 expect_fail "drift: strict mode (source = base) refuses a series that needs fuzz" \
     "$p1 does not apply strictly" \
-    env AFORK_SERIES_STRICT=1 "$apply" "$work/t-strict" "$work/series/series" "$work/d-strict"
+    "$apply" --strict "$work/t-strict" "$work/series/series" "$work/d-strict"
 
 # 4. beta() removed: no fuzz can apply it; the patch and the file are named.
 make_tree "$work/t-gone" '/^int beta/,/^}/d'

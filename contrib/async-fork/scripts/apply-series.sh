@@ -2,33 +2,31 @@
 # apply-series.sh -- apply a patch series to a git tree, tolerating the small
 # drift of a newer (or older) source than the one the series was made on.
 #
-#   apply-series.sh TREE SERIES [DRIFT_REPORT]
+#   apply-series.sh [--strict] TREE SERIES [DRIFT_REPORT]
 #
 # TREE is a git work tree at the commit to patch; SERIES a file naming the
 # patches in order (lines; "#" comments and its "# base-version:" header
 # allowed), the patches beside it. Each patch goes in with `git am`. When the
 # strict `git am` fails, the patch is applied with patch(1) and a bounded fuzz
-# (AFORK_SERIES_FUZZ, default 2 context lines) and committed with its own
+# (2 context lines) and committed with its own
 # message and author (`git am --continue`): the drift. Every hunk that needed
 # fuzz or moved is written to DRIFT_REPORT ("patch: file: hunk ...") and to
 # stderr, and the script says DRIFT at the end. A patch that does not apply
 # even with fuzz stops the script with exit 1, naming the patch, the files
 # and hunks that failed, and what to do. Exit 0: applied (with or without
-# drift). AFORK_SERIES_STRICT=1 refuses any drift (the source is the base).
+# drift). --strict refuses any drift (the source is the base).
 set -euo pipefail
 
+strict=0
+[ "${1:-}" != --strict ] || { strict=1; shift; }
 tree=${1:?usage: apply-series.sh TREE SERIES [DRIFT_REPORT]}
 series=${2:?usage: apply-series.sh TREE SERIES [DRIFT_REPORT]}
 report=${3:-/dev/null}
-fuzz=${AFORK_SERIES_FUZZ:-2}
+fuzz=2
 dir=$(cd "$(dirname "$series")" && pwd)
 
-die() {
-    printf 'apply-series: %s\n' "$1" >&2
-    shift
-    for line in "$@"; do printf '  %s\n' "$line" >&2; done
-    exit 1
-}
+prog=apply-series
+. "$(dirname "$0")/lib.sh"
 
 [ -f "$series" ] || die "no series file $series."
 mapfile -t patches < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' "$series" | awk 'NF')
@@ -88,9 +86,9 @@ for name in "${patches[@]}"; do
         echo "apply-series: $(basename "$p"): applied" >&2
         continue
     fi
-    [ "${AFORK_SERIES_STRICT:-0}" != 1 ] || {
+    [ "$strict" != 1 ] || {
         git -C "$tree" am --abort >/dev/null 2>&1 || true
-        die "$(basename "$p") does not apply strictly, and AFORK_SERIES_STRICT=1" \
+        die "$(basename "$p") does not apply strictly, and --strict" \
             "(the source is the series' base: the series itself is broken)." \
             "Fix it in $tree (git am $p), then make kernel-patches."
     }

@@ -26,7 +26,7 @@
 #                       migration selftests
 #   --kunit SUITES      comma list of KUnit suites built into the kernel: each
 #                       must report "ok" on the console (they run at boot)
-# Environment: AFORK_ACCEL=kvm|tcg forces the accelerator; KERNEL_NICE (10).
+# Environment: AFORK_ACCEL=kvm|tcg forces the accelerator.
 #
 # Writes into DIR: console.log (the serial console), results.tsv
 # (step, PASS/FAIL, seconds, reason), forktime.tsv, run.env, problems.txt.
@@ -34,15 +34,10 @@
 # panic, hang, kernel splat or missing result.
 set -euo pipefail
 
-die() {
-    printf 'kernel/boot: %s\n' "$1" >&2
-    shift
-    for line in "$@"; do printf '  %s\n' "$line" >&2; done
-    exit 2
-}
-
-# Kernel messages that fail a run wherever they appear (timestamped lines).
-splat_re='^.*\[ *[0-9]+\.[0-9]+\] .*(BUG:|WARNING:|Oops|Kernel panic|general protection fault|possible circular locking|possible recursive locking|inconsistent lock state|DEBUG_LOCKS_WARN_ON|turning off the locking correctness validator|lockdep is turned off|suspicious RCU usage|sleeping function called from invalid context|held when returning to user space|circular locking|soft lockup|hard LOCKUP|blocked for more than|self-detected stall|rcu: INFO|Bad page|kernel BUG at|page dumped because|list_add corruption|list_del corruption|UBSAN:|KASAN:|refcount_t:|cut here)'
+prog=kernel/boot die_status=2
+. "$(dirname "$0")/lib.sh"
+# A console line that fails the run: a timestamped kernel message of splat.ere.
+splat_re="^.*\[ *[0-9]+\.[0-9]+\] .*($splat_ere)"
 
 parse_args() {
     kernel='' initrd='' out='' label='' mode=default sysctls='' prctl=0 append='' tests=all
@@ -138,7 +133,7 @@ run_qemu() {
     : >"$out/console.log"
     start=$(date +%s.%N)
     # shellcheck disable=SC2046
-    nice -n "${KERNEL_NICE:-10}" timeout -k 10 "$timeout" qemu-system-x86_64 \
+    nice -n "$nice_level" timeout -k 10 "$timeout" qemu-system-x86_64 \
         -machine pc $(qemu_accel_args "$accel") -smp "$smp$([ "$numa" -gt 0 ] && echo ",sockets=$numa")" \
         -m "$mem" $([ "$numa" -gt 0 ] && qemu_numa_args) \
         -nodefaults -display none -no-reboot -monitor none \

@@ -11,27 +11,14 @@
 #                     (default build/redis-VERSION/src, VERSION from upstream/pin)
 #   STOCK_REDIS_SERVER stock redis-server for the latency table
 #                     (default build/stock/redis-VERSION/src/redis-server)
-#   PREV_REDIS_SERVER another redis-afork build (an earlier commit), as
-#                     redis-server-prev: the forkcost cell afork-prev
-#                     compares a change of redis-afork in one boot
-#   KERNEL_NO_REDIS=1 build without Redis (the redis-bgsave step then fails)
 #   KERNEL_OUT        build/kernel (gen_init_cpio is compiled there)
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-contrib=$(cd "$here/.." && pwd)
-top=$(cd "$contrib/../.." && pwd)
+prog=kernel/initramfs
+. "$(dirname "$0")/lib.sh"
 . "$top/upstream/pin"
-out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
 redis_dir=$(realpath -m "${REDIS_BIN_DIR:-$top/build/redis-$REDIS_VERSION/src}")
 stock_redis=$(realpath -m "${STOCK_REDIS_SERVER:-$top/build/stock/redis-$REDIS_VERSION/src/redis-server}")
-
-die() {
-    printf 'kernel/initramfs: %s\n' "$1" >&2
-    shift
-    for line in "$@"; do printf '  %s\n' "$line" >&2; done
-    exit 1
-}
 
 [ $# -eq 2 ] || die "usage: build-initramfs.sh FORKTEST OUTPUT.cpio"
 forktest=$1
@@ -103,15 +90,11 @@ add_busybox() {
 }
 
 add_redis() {
-    if [ "${KERNEL_NO_REDIS:-0}" = 1 ]; then
-        echo "kernel/initramfs: KERNEL_NO_REDIS=1: no Redis in the guest" >&2
-        return 0
-    fi
     local p
     for p in redis-server redis-cli redis-benchmark; do
         add_program "/usr/bin/$p" "$redis_dir/$p" \
-            "Build redis-afork first (make at the top level), point REDIS_BIN_DIR" \
-            "at the programs, or set KERNEL_NO_REDIS=1."
+            "Build redis-afork first (make at the top level), or point REDIS_BIN_DIR" \
+            "at the programs."
     done
     entry_file /usr/bin/redis-e2e "$contrib/guest/redis-e2e" 0755
     # Stock Redis for the side-by-side latency table, when it was built.
@@ -119,10 +102,6 @@ add_redis() {
         add_program /usr/bin/redis-server-stock "$stock_redis"
     else
         echo "kernel/initramfs: no stock redis-server ($stock_redis): the latency table has no stock rows" >&2
-    fi
-    if [ -n "${PREV_REDIS_SERVER:-}" ]; then
-        add_program /usr/bin/redis-server-prev "$(realpath -m "$PREV_REDIS_SERVER")" \
-            "PREV_REDIS_SERVER names no program."
     fi
 }
 
@@ -138,6 +117,7 @@ build_list() {
     printf 'root:x:0:0:root:/root:/bin/sh\n' >"$stage/passwd"
     entry_file /etc/passwd "$stage/passwd" 0644
     entry_file /init "$contrib/guest/init" 0755
+    entry_file /etc/afork-splat.ere "$splat_file" 0644
     add_busybox
     entry_file /bin/forktest "$forktest" 0755
     ldd "$forktest" >/dev/null 2>&1 && die "$forktest is not static."

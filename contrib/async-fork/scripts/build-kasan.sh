@@ -11,10 +11,8 @@
 # Environment: as build-kernel.sh's.
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-contrib=$(cd "$here/.." && pwd)
-top=$(cd "$contrib/../.." && pwd)
-out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
+prog=kernel/build-kasan die_status=2
+. "$(dirname "$0")/lib.sh"
 
 case ${1:-} in
 patched)
@@ -25,7 +23,5 @@ stock)
     grep -v ASYNC_FORK "$contrib/config/debug.config" >"$out/stock/debug-stock.config"
     exec "$here/build-kernel.sh" stock kasan "$out/stock/debug-stock.config" \
         "$contrib/config/kasan.config" ;;
-*)
-    echo "usage: build-kasan.sh patched|stock" >&2
-    exit 2 ;;
+*) die "usage: build-kasan.sh patched|stock" ;;
 esac

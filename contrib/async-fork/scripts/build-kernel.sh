@@ -19,25 +19,19 @@
 #
 # Writes KERNEL_OUT/TREE/obj[-NAME]/afork-build.env: the image path, kernel
 # release, seconds taken, clean/incremental, ccache hits and misses.
-# Environment: JOBS (default nproc), KERNEL_OUT (default build/kernel),
-# KERNEL_NICE (default 10), CCACHE_DIR, KERNEL_NO_CCACHE=1,
-# KERNEL_BUILD_TARGETS (default bzImage; e.g. "mm/ kernel/" to only compile
-# those directories, as the configured-out check of kernel-test.sh does).
+# Options (before TREE): --targets "T..." compiles these make targets
+# instead of bzImage (e.g. "mm/ kernel/", kernel-test.sh's configured-out
+# check). Environment: JOBS (default nproc), KERNEL_OUT, CCACHE_DIR.
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-contrib=$(cd "$here/.." && pwd)
-top=$(cd "$contrib/../.." && pwd)
-out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
+prog=kernel/build
+. "$(dirname "$0")/lib.sh"
 jobs=${JOBS:-$(nproc)}
-nice_level=${KERNEL_NICE:-10}
-
-die() {
-    printf 'kernel/build: %s\n' "$1" >&2
-    shift
-    for line in "$@"; do printf '  %s\n' "$line" >&2; done
-    exit 1
-}
+targets=bzImage
+if [ "${1:-}" = --targets ]; then
+    targets=${2:?--targets needs a list}
+    shift 2
+fi
 
 say() { printf 'kernel/build[%s]: %s\n' "$name" "$*"; }
 
@@ -92,12 +86,8 @@ configure() {
 }
 
 setup_ccache() {
-    if [ "${KERNEL_NO_CCACHE:-0}" = 1 ]; then
-        cc=gcc
-        return 0
-    fi
     command -v ccache >/dev/null ||
-        die "ccache is not installed (apt-get install ccache), or set KERNEL_NO_CCACHE=1."
+        die "ccache is not installed: utils/install-deps.sh kernel installs it."
     export CCACHE_DIR=${CCACHE_DIR:-$out/ccache}
     export CCACHE_BASEDIR=$out CCACHE_NOHASHDIR=1
     export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-4G}
@@ -106,7 +96,6 @@ setup_ccache() {
 
 # Print "hits misses" from ccache's counters.
 ccache_counts() {
-    [ "$cc" = gcc ] && { echo "0 0"; return 0; }
     ccache --print-stats | awk '
         $1=="direct_cache_hit" || $1=="preprocessed_cache_hit" { h += $2 }
         $1=="cache_miss" { m += $2 }
@@ -132,7 +121,6 @@ build() {
 }
 
 ccache_note() {
-    [ "$cc" = gcc ] && return 0
     set -- $1 $2
     printf '; ccache: %d hits, %d misses' $(($3 - $1)) $(($4 - $2))
 }
@@ -166,7 +154,6 @@ for f in "$@"; do
     [ -f "$f" ] || die "no such config fragment: $f"
     fragments+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")
 done
-targets=${KERNEL_BUILD_TARGETS:-bzImage}
 setup_ccache
 configure
 build

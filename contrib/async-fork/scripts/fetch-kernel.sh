@@ -16,10 +16,11 @@
 # archive; the newest in the archive; the newest in the cache (archive
 # unreachable). Messages go to stderr, "base" or "drift" lines included.
 #
-# Overrides (environment):
+#   fetch-kernel.sh [--series FILE]   (FILE: the series whose base is
+#                                      wanted, default patches/series)
+#
+# Environment:
 #   KERNEL_DEB=path      use this linux-source-6.12 .deb (copied into the cache)
-#   KERNEL_REFRESH=1     ask the archive again even if the base is cached
-#   KERNEL_SERIES=file   the series file whose base is wanted (tests)
 #   AFORK_APT_URI=uri    Debian archive(s) to use (default: the machine's)
 #   AFORK_APT_SUITES="a b"  suites to look in (default: all that can carry it)
 #   AFORK_CACHE=dir      download cache (default: upstream/cache)
@@ -28,7 +29,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
 cache=$(realpath -m "${AFORK_CACHE:-$top/upstream/cache}")
-series=${KERNEL_SERIES:-$here/../patches/series}
+series=$here/../patches/series
+[ "${1:-}" != --series ] || series=${2:?--series needs a file}
 package=linux-source-6.12
 
 . "$top/utils/debian-archive.sh"
@@ -154,7 +156,7 @@ if [ -n "${KERNEL_DEB:-}" ]; then
     exit 0
 fi
 base_cached=$cache/$(deb_name "${base_version:-none}")
-if [ -n "$base_version" ] && [ -f "$base_cached" ] && [ "${KERNEL_REFRESH:-0}" != 1 ]; then
+if [ -n "$base_version" ] && [ -f "$base_cached" ]; then
     classify "$base_cached"
     printf '%s\n' "$base_cached"
     exit 0

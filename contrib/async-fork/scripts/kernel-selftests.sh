@@ -5,7 +5,8 @@
 # per program and per failing or skipped case, stock vs patched
 # (make kernel-selftests).
 #
-#   kernel-selftests.sh
+#   kernel-selftests.sh [--steps LIST] [--boots "A B"] [--repeat N]
+#                       [--timeout S] [--step-timeout S] [--results DIR]
 #
 # In order: the source trees (kernel-tree.sh prepare), the stock and the
 # patched kernels (build-kernel.sh: the kernels of make kernel-test, nothing
@@ -17,7 +18,7 @@
 # 3 CPUs, ksm_tests -N the nodes), each
 # step one program as guest/mm-selftests runs it, and the table
 # (selftests-table.py). Results in KERNEL_OUT/results/<timestamp>/ (or
-# KERNEL_SELFTESTS_RESULTS): summary.txt, phases.tsv, problems.txt (what
+# --results DIR): summary.txt, phases.tsv, problems.txt (what
 # fails only on the patched kernel, a line each), selftests-stock/ and selftests-patched/ (boot.sh's
 # files, console.txt with every program's output), cases.tsv, table.txt
 # (table-first.txt: before the repeats), selftests-KERNEL-repeat/.
@@ -27,57 +28,52 @@
 # only on the patched kernel counts as a failure); 1 otherwise; 2 when a
 # build or boot could not be made.
 #
-# Environment:
-#   KERNEL_SELFTESTS        comma list of steps (default: all of
-#                           guest/mm-selftests list)
-#   KERNEL_SELFTESTS_STEP_TIMEOUT  seconds per program (default 600)
-#   KERNEL_SELFTESTS_TIMEOUT       wall-clock limit per boot (default 3600)
-#   KERNEL_SELFTESTS_BOOTS  "stock patched" (default): the boots to make;
-#                           kasan is the patched tree's KASAN build (make
-#                           kernel-kasan), compared with stock instead, or
-#                           with stock-kasan, the stock tree built the same
-#                           way (the control for what only a 10 times slower
-#                           kernel fails), when that boot is among them;
-#                           "debug-off debug" is make kernel-test's pair
-#                           (CI): the patched debug build (lockdep, DEBUG_VM)
-#                           with vm.async_fork=0 against itself with =2
-#   KERNEL_SELFTESTS_REPEAT runs again, on both kernels, of a program that
-#                           failed only on the patched kernel (default 5;
-#                           0: none); one that fails on stock too, in any
-#                           run, no longer counts (selftests-table.py)
-#   KERNEL_SELFTESTS_RESULTS the results folder (default: a new one,
-#                           KERNEL_OUT/results/<timestamp>; make kernel-test
-#                           gives a folder inside its own)
-#   KERNEL_OUT, JOBS, CCACHE_DIR, KERNEL_NICE, REDIS_BIN_DIR, KERNEL_NO_REDIS
-#   (as for kernel-test.sh; the initramfs is the same)
+# Options (make kernel-selftests: KERNEL_TESTS gives --steps):
+#   --steps LIST        comma list of guest/mm-selftests steps, or all
+#                       (default: KERNEL_TESTS, else all)
+#   --boots "A B"       the boots to make (default "stock patched"): kasan
+#                       is the patched tree's KASAN build (make kernel-kasan),
+#                       compared with stock instead, or with stock-kasan, the
+#                       stock tree built the same way (the control for what
+#                       only a 10 times slower kernel fails), when that boot
+#                       is among them; "debug-off debug" is make kernel-test's
+#                       pair (CI): the patched debug build (lockdep,
+#                       DEBUG_VM) with vm.async_fork=0 against itself with =2
+#   --repeat N          runs again, on both kernels, of a program that failed
+#                       only on the patched kernel (default 5; 0: none); one
+#                       that fails on stock too, in any run, no longer counts
+#   --timeout S         wall-clock limit per boot (default 3600)
+#   --step-timeout S    seconds per program (default 600)
+#   --results DIR       the results folder (default: a new one,
+#                       KERNEL_OUT/results/<timestamp>; kernel-test.sh gives
+#                       a folder inside its own)
+# Environment: KERNEL_OUT, JOBS, AFORK_ACCEL (as for kernel-test.sh).
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-contrib=$(cd "$here/.." && pwd)
-top=$(cd "$contrib/../.." && pwd)
-out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
-export KERNEL_OUT=$out
+prog=kernel-selftests die_status=2
+. "$(dirname "$0")/lib.sh"
 stock_src=$out/stock/linux
 sdir=$out/selftests
 forktest=$out/bin/forktest
 base_cpio=$out/initramfs.cpio
 cpio=$out/initramfs-selftests.cpio
-step_timeout=${KERNEL_SELFTESTS_STEP_TIMEOUT:-600}
-boot_timeout=${KERNEL_SELFTESTS_TIMEOUT:-3600}
-boots=${KERNEL_SELFTESTS_BOOTS:-stock patched}
-repeat=${KERNEL_SELFTESTS_REPEAT:-5}
-nice_level=${KERNEL_NICE:-10}
+steps=${KERNEL_TESTS:-all} boots="stock patched" repeat=5 boot_timeout=3600
+step_timeout=600 results=''
+while [ $# -gt 0 ]; do
+    [ $# -ge 2 ] || die "$1 needs a value"
+    case $1 in
+    --steps) steps=$2 ;;
+    --boots) boots=$2 ;;
+    --repeat) repeat=$2 ;;
+    --timeout) boot_timeout=$2 ;;
+    --step-timeout) step_timeout=$2 ;;
+    --results) results=$2 ;;
+    *) die "unknown argument '$1' (kernel-selftests.sh: see its header)" ;;
+    esac
+    shift 2
+done
 
-die() {
-    printf 'kernel-selftests: %s\n' "$1" >&2
-    shift
-    for line in "$@"; do printf '  %s\n' "$line" >&2; done
-    exit 2
-}
-
-say() { printf '\n== %s\n' "$*"; }
-
-since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+say() { heading "$*"; }
 
 phase() {
     local name=$1 t0 rc=0
@@ -221,18 +217,18 @@ boot_one() {
 check_deps
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing: apt-get install qemu-system-x86"
 t_start=$(date +%s.%N)
-results=$(realpath -m "${KERNEL_SELFTESTS_RESULTS:-$out/results/$(date +%Y%m%d-%H%M%S)}")
+results=$(realpath -m "${results:-$out/results/$(date +%Y%m%d-%H%M%S)}")
 mkdir -p "$results"
 exec > >(tee "$results/summary.txt") 2>&1
 echo "kernel-selftests: results in $results"
-steps=${KERNEL_SELFTESTS:-$(sh "$contrib/guest/mm-selftests" list | paste -sd, -)}
+[ "$steps" != all ] || steps=$(sh "$contrib/guest/mm-selftests" list | paste -sd, -)
 phase source prepare_source
 phase "build kernels" build_kernels
 phase "build initramfs" build_base_initramfs
 phase "build selftests" build_selftests
 phase "build cpio" build_cpio
 for k in $boots; do
-    case $k in stock | patched | kasan | stock-kasan | debug | debug-off) ;; *) die "KERNEL_SELFTESTS_BOOTS: unknown boot '$k' (stock, patched, kasan, stock-kasan, debug, debug-off)" ;; esac
+    case $k in stock | patched | kasan | stock-kasan | debug | debug-off) ;; *) die "--boots: unknown boot '$k' (stock, patched, kasan, stock-kasan, debug, debug-off)" ;; esac
     phase "boot $k" boot_one "$k"
 done
 rc=0

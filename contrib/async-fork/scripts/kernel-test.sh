@@ -1,148 +1,81 @@
 #!/usr/bin/env bash
-# kernel-test.sh -- the whole kernel harness: fetch Linux 6.12, build the
-# stock and the patched guest kernels, build the test suite and initramfs,
-# boot each kernel under QEMU to run the suite, run the fork-time program on
-# the host too, and print the tables (test x run, fork time vs size).
-# Everything printed is also saved in build/kernel/results/<timestamp>/;
-# phases.tsv there holds the seconds of each phase, drift.txt the hunks the
-# series needed fuzz for (a source other than the series' base).
+# kernel-test.sh -- the kernel harness: fetch Linux 6.12, build the stock
+# and the patched guest kernels, the test suite and the initramfs, boot each
+# kernel under QEMU to run the suite, and print the tables (test x run, fork
+# time vs size). Everything printed is also saved in
+# KERNEL_OUT/results/<timestamp>/; phases.tsv there holds the seconds of each
+# phase, drift.txt the hunks the series needed fuzz for (a source other than
+# the series' base).
 #
-#   kernel-test.sh [build|test|full|e2e]
-#     build: stop after the builds (stock, patched, noasync, debug);
-#     test (default, make kernel-test, CI): checkpatch, the debug build of
-#       the series (lockdep, DEBUG_VM, KUnit) and the series configured out,
-#       the suite on the debug kernel with the feature off, on for all and
-#       opted in, the mm selftests off against on, redis-consistency; every
-#       check of correctness that fits CI, no timings;
-#     full (make kernel-test-full): also the stock and patched kernels, the
-#       suite on each, the mm selftests stock against patched, the short
-#       Redis latency experiment checked against stock Redis, the rebuild
-#       probe and the host fork-time run;
-#     e2e: the full Redis latency experiment only (stock and patched
-#       kernels built, three boots, no suite; make kernel-e2e)
+#   kernel-test.sh [TIER]      kernel-test.sh --help lists the tiers and knobs
 #
-# Environment (make variables of the same name in kernel.mk):
-#   KERNEL_TEST_RUNS     runs to make, each KERNEL[:MODE[:SYSCTLS[:prctl]]],
-#                        KERNEL stock, patched, debug (the patched tree
-#                        with config/debug.config) or kasan (debug plus
-#                        config/kasan.config: KASAN, DEBUG_PAGEALLOC,
-#                        PREEMPT; make kernel-kasan); default: stock, patched
-#                        with the feature off, on for all, per process, and
-#                        the debug build on for all (see $default_runs;
-#                        test: the debug build off, on for all, opted in)
-#   KERNEL_TEST_DEBUG=0  no debug build (and no debug run); test: the
-#                        patched kernel instead of the debug one, and the
-#                        mm selftests stock against patched
-#   KERNEL_TEST_DEBUG_SCALE  scale of the debug and kasan runs (default 0.25)
-#   KERNEL_TEST_E2E=0    skip the Redis end-to-end boot (patched kernel,
-#                        vm.async_fork=2: redis-consistency, and the short
-#                        latency experiment, checked: redis-afork against
-#                        stock Redis)
-#   KERNEL_TEST_REDIS_MIB    data size of redis-consistency (default 512,
-#                            sized for CI: each round hashes, saves and
-#                            loads it all, so a round grows with the size)
-#   KERNEL_TEST_REDIS_ROUNDS rounds of redis-consistency (default 10 for
-#                            test, sized for CI; 20 for e2e)
-#   KERNEL_TEST_REDIS_LAT_MIB sizes of redis-latency, comma list (default
-#                            512 for test, 1024,1536 for e2e)
-#   KERNEL_TEST_REDIS_LAT_ROUNDS BGSAVEs per cell and size (default 3 for
-#                            test, 10 for e2e)
-#   KERNEL_TEST_E2E_SMP  vCPUs of the experiment's guests (default 2)
-#   KERNEL_TEST_E2E_MEM  RAM of the experiment's guests in MiB (default 6144
-#                        for test, 10240 for e2e: two servers, one whole
-#                        copy-on-write copy and the RDB in tmpfs need about
-#                        5.2 times the data size; guest/redis-e2e refuses a
-#                        size that does not fit)
-#   KERNEL_TEST_E2E_BOOTS the boots of make kernel-e2e, from "stock patched
-#                        optin" (default all three)
-#   KERNEL_TEST_E2E_CELLS the save cells of redis-latency, comma list from
-#                        stock, afork-on, afork-off, afork-preempt and the
-#                        other fork sites stock-rewrite, afork-rewrite,
-#                        stock-sync, afork-sync (default
-#                        stock,afork-on,afork-off)
-#   KERNEL_TEST_E2E_LAYOUT user: the experiment pins nothing (no cpulist,
-#                        no taskset), as a user's setup; default pinned
-#   KERNEL_TEST_FORKCOST_CELLS the servers of redis-forkcost, from stock,
-#                        afork, afork-empty, afork-mthp (default stock,afork)
-#   KERNEL_TEST_TESTS    comma list of steps (default all)
-#   KERNEL_TEST_SCALE    size/iteration factor (default 1, sized for CI)
-#   KERNEL_TEST_STRESS   seconds per stress-ng stressor (default 12)
-#   KERNEL_TEST_FORKTIME fork-time sizes in MiB (default 512,1024,2048,4096)
-#   KERNEL_TEST_INJECT   steps that break themselves on purpose (comma list
-#                        or "all"): they must FAIL
-#   KERNEL_TEST_TIMEOUT  wall-clock limit per boot in seconds (default 1800)
-#   KERNEL_TEST_BUDGET   wall-clock budget of the whole run in seconds (default
-#                        none): each phase starts only inside it, builds and
-#                        boots are cut at its end, and an overrun fails the
-#                        run naming the phase (.ci/run sets it)
-#   KERNEL_TEST_HOST=0   skip the fork-time run on the host
-#   KERNEL_TEST_SELFTESTS the kernel's own mm selftests of this run
-#                        (kernel-selftests.sh: stock against patched with
-#                        vm.async_fork=2, same two kernels), a comma list of
-#                        guest/mm-selftests steps; default: all but the
-#                        slowest (migration, split_huge_page_test,
-#                        khugepaged -s 2), uffd-unit-tests and
-#                        ksm_tests -N -m 1 (see README); 0: none (make
-#                        kernel-selftests runs all);
-#                        none either when KERNEL_TEST_TESTS is set
-#   KERNEL_TEST_PROBE=0  skip the rebuild probe (touch mm/memory.c, rebuild)
-#   KERNEL_OUT, JOBS, AFORK_CACHE, CCACHE_DIR, REDIS_BIN_DIR, KERNEL_NO_REDIS
+# The tiers are the make targets kernel-build, kernel-test (CI),
+# kernel-test-full, kernel-e2e and kernel-kasan; what each runs is set in
+# one place below (set_tier), and only the knobs of usage() change it.
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-contrib=$(cd "$here/.." && pwd)
-top=$(cd "$contrib/../.." && pwd)
-out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
-export KERNEL_OUT=$out
-action=${1:-test}
-debug=${KERNEL_TEST_DEBUG:-1}
-# test (CI) checks the series on the debug kernel against itself with the
-# feature off; full adds the stock and patched kernels, where timings mean
-# something.
-if [ "$action" = test ]; then
-    default_runs="debug:off:vm.async_fork=0 debug:all:vm.async_fork=2
-        debug:opt-in:vm.async_fork=1:prctl"
-    [ "$debug" = 1 ] || default_runs=${default_runs//debug:/patched:}
-    e2e_kernel=$([ "$debug" = 1 ] && echo debug || echo patched)
-    selftests_boots=$([ "$debug" = 1 ] && echo "debug-off debug" || echo "stock patched")
-    e2e_steps=redis-consistency
-else
-    default_runs="stock patched:off:vm.async_fork=0 patched:all:vm.async_fork=2
-        patched:opt-in:vm.async_fork=1:prctl debug:all:vm.async_fork=2"
-    [ "$debug" = 1 ] || default_runs=${default_runs% debug:*}
-    e2e_kernel=patched selftests_boots="stock patched"
-    e2e_steps=redis-consistency,redis-latency
-fi
-runs=${KERNEL_TEST_RUNS:-$default_runs}
-# redis-consistency: 256 MiB x 8 rounds on the debug kernel (test), 512 x 10
-# (full), 20 rounds for the experiment.
-redis_mib=${KERNEL_TEST_REDIS_MIB:-$([ "$e2e_kernel" = debug ] && echo 256 || echo 512)}
-if [ "$action" = e2e ]; then
-    redis_lat_mib=${KERNEL_TEST_REDIS_LAT_MIB:-1024,1536}
-    redis_lat_rounds=${KERNEL_TEST_REDIS_LAT_ROUNDS:-10}
-    redis_rounds=${KERNEL_TEST_REDIS_ROUNDS:-20}
-    e2e_mem=${KERNEL_TEST_E2E_MEM:-10240}
-else
-    redis_lat_mib=${KERNEL_TEST_REDIS_LAT_MIB:-512}
-    redis_lat_rounds=${KERNEL_TEST_REDIS_LAT_ROUNDS:-3}
-    redis_rounds=${KERNEL_TEST_REDIS_ROUNDS:-$([ "$e2e_kernel" = debug ] && echo 8 || echo 10)}
-    e2e_mem=${KERNEL_TEST_E2E_MEM:-6144}
-fi
-e2e_boots=${KERNEL_TEST_E2E_BOOTS:-stock patched optin}
-for b in $e2e_boots; do
-    case $b in stock | patched | optin) ;;
-    *) echo "kernel-test: KERNEL_TEST_E2E_BOOTS: unknown boot '$b' (stock, patched, optin)" >&2; exit 2 ;;
-    esac
-done
-e2e_smp=${KERNEL_TEST_E2E_SMP:-2}
-tests=${KERNEL_TEST_TESTS:-all}
-scale=${KERNEL_TEST_SCALE:-1}
-stress=${KERNEL_TEST_STRESS:-12}
-forktime=${KERNEL_TEST_FORKTIME:-512,1024,2048,4096}
-inject=${KERNEL_TEST_INJECT:-}
-boot_timeout=${KERNEL_TEST_TIMEOUT:-1800}
-forktest=$out/bin/forktest
-initramfs=$out/initramfs.cpio
+prog=kernel-test die_status=2
+. "$(dirname "$0")/lib.sh"
+
+usage() {
+    cat <<'EOF'
+usage: kernel-test.sh [TIER]      (make kernel-TIER; make kernel-help)
+
+Tiers:
+  build   the builds only: stock, patched, the series configured out, debug
+  test    (default; make kernel-test, CI) correctness, no timings:
+          checkpatch, the debug build (lockdep, DEBUG_VM, KUnit) and the
+          series configured out; the suite on the debug kernel with the
+          feature off, on for all and opted in; the mm selftests off against
+          on; redis-consistency (256 MiB x 8)
+  full    (make kernel-test-full) also the stock and patched kernels, the
+          suite on each with the fork-time tables, the mm selftests stock
+          against patched, the short Redis latency experiment checked
+          against stock Redis, the rebuild probe, fork-time on the host
+  e2e     (make kernel-e2e) the Redis latency experiment: the stock kernel,
+          the patched one with vm.async_fork=2 and =1, 10 BGSAVEs per cell;
+          hours under TCG
+  kasan   (make kernel-kasan) the patched tree with KASAN, DEBUG_PAGEALLOC,
+          PREEMPT, lockdep and DEBUG_VM: the suite and its KUnit tests, then
+          the mm selftests against the stock tree's KASAN build; hours
+
+Knobs (environment, or make variables of the same name):
+  KERNEL_TESTS   what of the tier to run, a comma list (default: all of it):
+                 suite steps (forktest list, stress-fork, stress-vfork,
+                 stress-mmap, stress-mremap, redis-bgsave; a chosen list
+                 runs no mm selftests), or for e2e the save cells (stock,
+                 afork-on, afork-off, afork-preempt, stock-rewrite,
+                 afork-rewrite, stock-sync, afork-sync; default the first
+                 three); make kernel-selftests takes mm selftests steps
+                 (guest/mm-selftests list)
+  KERNEL_SIZE    the Redis data size in MiB: redis-consistency's and the
+                 short latency experiment's (default 256 for test, 512 for
+                 full), the experiment's sizes for e2e (default 1024,1536)
+  KERNEL_BUDGET  seconds for the whole run (default none; .ci/run sets it):
+                 a phase starts only inside it, builds and boots are cut at
+                 its end, and an overrun fails the run naming the phase
+  KERNEL_DEB     a downloaded linux-source-6.12 .deb to build from, when
+                 the archive no longer serves the series' base
+  KERNEL_OUT     builds and results (default build/kernel)
+  JOBS           parallel build jobs (default: the CPUs)
+  AFORK_ACCEL    kvm or tcg (default: KVM where the CPU offers vmx or svm)
+EOF
+}
+
+case ${1:-test} in
+-h | --help) usage; exit 0 ;;
+build | test | full | e2e | kasan) tier=${1:-test} ;;
+*) usage >&2; exit 2 ;;
+esac
+tests=${KERNEL_TESTS:-all}
+size=${KERNEL_SIZE:-}
+case $size in '' | [1-9]*) ;; *) die "KERNEL_SIZE=$size: MiB, a number (e2e: a comma list)." ;; esac
+[ -z "$size" ] || [ "$tier" = e2e ] || [[ $size =~ ^[0-9]+$ ]] ||
+    die "KERNEL_SIZE=$size: one size in MiB (a list is for the e2e tier)."
+
+# The mm selftests of test and full: all but the slowest (migration,
+# split_huge_page_test, khugepaged -s 2), uffd-unit-tests and ksm_tests -N
+# -m 1 (make kernel-selftests runs all).
 ci_selftests=mm-cow,mm-gup_longterm,mm-gup_test-u,mm-gup_test-a,mm-gup_test-ct
 ci_selftests=$ci_selftests,mm-uffd-stress-anon,mm-ksm_tests-M,mm-ksm_tests-U
 ci_selftests=$ci_selftests,mm-ksm_tests-Z0,mm-ksm_tests-Z1,mm-ksm_tests-N0
@@ -150,36 +83,71 @@ ci_selftests=$ci_selftests,mm-ksm_functional_tests,mm-khugepaged,mm-soft-dirty
 ci_selftests=$ci_selftests,mm-pagemap_ioctl,mm-mremap_test,mm-mlock2-tests,mm-madv_populate
 ci_selftests=$ci_selftests,mm-mkdirty,mm-mremap_dontunmap,mm-map_populate,mm-mrelease_test
 ci_selftests=$ci_selftests,mm-mdwe_test,mm-hugetlb-madvise,mm-map_fixed_noreplace,mm-droppable
-# A run of chosen suite steps (KERNEL_TEST_TESTS) runs no selftests unless asked.
-[ "$tests" = all ] || ci_selftests=0
-selftests=${KERNEL_TEST_SELFTESTS:-$ci_selftests}
+
+# What each tier runs:
+#   runs            suite boots, each KERNEL[:MODE[:SYSCTLS[:prctl]]], KERNEL
+#                   stock, patched, debug (the patched tree with
+#                   config/debug.config) or kasan (debug plus kasan.config)
+#   e2e_kernel      the kernel of the Redis boot (none: no Redis boot), and
+#                   e2e_steps its steps
+#   selftests       mm selftests steps (0: none) on selftests_boots
+#   redis_*         redis-consistency's size and rounds, redis-latency's
+#                   sizes and BGSAVEs per cell and size; e2e_mem the guest's
+#   host, probe     the fork-time run on the host, the rebuild probe
+#   boot_timeout    wall-clock limit per boot (s)
+set_tier() {
+    runs="debug:off:vm.async_fork=0 debug:all:vm.async_fork=2
+        debug:opt-in:vm.async_fork=1:prctl"
+    e2e_kernel=debug e2e_steps=redis-consistency
+    selftests=$ci_selftests selftests_boots="debug-off debug" selftests_timeout=1200
+    selftests_step_timeout=600 selftests_repeat=2
+    redis_mib=${size:-256} redis_rounds=8 redis_lat_mib=${size:-512} redis_lat_rounds=3
+    e2e_cells='' host=0 probe=0 boot_timeout=1800
+    case $tier in
+    full | build)
+        runs="stock patched:off:vm.async_fork=0 patched:all:vm.async_fork=2
+            patched:opt-in:vm.async_fork=1:prctl debug:all:vm.async_fork=2"
+        e2e_kernel=patched e2e_steps=redis-consistency,redis-latency
+        selftests_boots="stock patched" redis_mib=${size:-512} redis_rounds=10
+        host=1 probe=1 ;;
+    e2e)
+        runs='' e2e_kernel=patched selftests=0 redis_mib=512 redis_rounds=20
+        redis_lat_mib=${size:-1024,1536} redis_lat_rounds=10 boot_timeout=7200
+        e2e_cells=${KERNEL_TESTS:-} tests=all ;;
+    kasan)
+        runs="kasan:all:vm.async_fork=2" e2e_kernel=none selftests=all
+        selftests_boots="stock-kasan kasan" selftests_timeout=14400
+        selftests_step_timeout=2400 selftests_repeat=5 boot_timeout=14400 ;;
+    esac
+    # A run of chosen suite steps runs no selftests.
+    [ "$tests" = all ] || selftests=0
+    # The Redis guests: two servers, one whole copy-on-write copy and the RDB
+    # in tmpfs need about 5.2 times the largest size (guest/redis-e2e
+    # refuses a size that does not fit); at least 6 GiB.
+    e2e_mem=$(echo "$redis_mib,$redis_lat_mib" | tr , '\n' |
+        awk 'BEGIN { m = 0 } $1 > m { m = $1 } END { n = int((m * 6.5 + 1023) / 1024) * 1024; print (n > 6144 ? n : 6144) }')
+}
+set_tier
+e2e_smp=2
+scale=1
+debug_scale=0.25
+stress=12
+forktime=512,1024,2048,4096
+forktest=$out/bin/forktest
+initramfs=$out/initramfs.cpio
 extra_steps="stress-fork stress-vfork stress-mmap stress-mremap redis-bgsave"
 
-die() {
-    printf 'kernel-test: %s\n' "$1" >&2
-    shift
-    for line in "$@"; do printf '  %s\n' "$line" >&2; done
-    exit 2
-}
-
-say() { printf '\n== %s\n' "$*"; }
-
-# Seconds since $1 (an epoch with fractions).
-since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-
-fmt_duration() { awk -v s="$1" 'BEGIN { printf "%dm%02ds", s / 60, s % 60 }'; }
-
-# Seconds left of KERNEL_TEST_BUDGET (a large number when there is none).
+# Seconds left of KERNEL_BUDGET (a large number when there is none).
 budget_left() {
-    [ -n "${KERNEL_TEST_BUDGET:-}" ] || { echo 999999; return; }
-    awk -v b="$KERNEL_TEST_BUDGET" -v u="$(since "$t_start")" 'BEGIN { printf "%d", b - u }'
+    [ -n "${KERNEL_BUDGET:-}" ] || { echo 999999; return; }
+    awk -v b="$KERNEL_BUDGET" -v u="$(since "$t_start")" 'BEGIN { printf "%d", b - u }'
 }
 
 # A phase may start only inside the budget; an overrun names the phase.
 over_budget() {
-    echo "kernel-test: OVER BUDGET: phase '$1' $2; KERNEL_TEST_BUDGET=$KERNEL_TEST_BUDGET s, $(since "$t_start") s used." >&2
-    echo "  Raise KERNEL_TEST_BUDGET, or shorten the run (KERNEL_TEST_DEBUG=0, KERNEL_TEST_E2E=0," >&2
-    echo "  KERNEL_TEST_SCALE=0.5); phase times so far: $results/phases.tsv" >&2
+    echo "kernel-test: OVER BUDGET: phase '$1' $2; KERNEL_BUDGET=$KERNEL_BUDGET s, $(since "$t_start") s used." >&2
+    echo "  Raise KERNEL_BUDGET, or run a part (KERNEL_TESTS); phase times so far:" >&2
+    echo "  $results/phases.tsv" >&2
     failed_runs+=("budget:$1")
     report || true
     exit 3
@@ -216,7 +184,7 @@ start_results() {
 
 prepare_source() {
     local deb t0
-    say "Linux 6.12 source"
+    heading "Linux 6.12 source"
     t0=$(date +%s.%N)
     deb=$("$here/fetch-kernel.sh")
     "$here/kernel-tree.sh" prepare "$deb"
@@ -230,7 +198,7 @@ prepare_source() {
 # Every patch of the series must be checkpatch --strict clean.
 checkpatch_series() {
     local p bad=0
-    say "checkpatch --strict: patches/"
+    heading "checkpatch --strict: patches/"
     for p in "$contrib"/patches/*.patch; do
         [ -f "$p" ] || continue
         # The cover letter is prose, not a patch.
@@ -250,46 +218,51 @@ checkpatch_series() {
 }
 
 # build_one NAME TREE [FRAGMENT...]: one kernel, cut at the budget's end.
+# build_one [--targets "T..."] NAME TREE [FRAGMENT...]
 build_one() {
-    local name=$1 tree=$2 obj
+    local targets=() name tree obj
+    [ "$1" != --targets ] || { targets=(--targets "$2"); shift 2; }
+    name=$1 tree=$2
     shift 2
     obj=$out/$tree/obj$([ "$name" = "$tree" ] || echo "-$name")
-    timeout -k 10 "$(limit 86400)" "$here/build-kernel.sh" "$tree" "$name" "$@" ||
+    timeout -k 10 "$(limit 86400)" "$here/build-kernel.sh" "${targets[@]}" "$tree" "$name" "$@" ||
         die "the $name kernel did not build (see above)."
     cp "$obj/afork-build.env" "$results/build-$name.env"
 }
 
 # Whether kernel $1 is booted by this run: a suite run, the Redis boot, the
-# mm selftests; the build action and full build stock and patched always.
+# mm selftests; build, full and e2e build stock and patched always.
 needs_kernel() {
-    [ "$action" = test ] || case $1 in stock | patched) return 0 ;; esac
+    case $tier:$1 in build:stock | build:patched | full:stock | full:patched) return 0 ;; esac
     printf '%s\n' $runs | cut -d: -f1 | grep -qx "$1" && return 0
-    [ "${KERNEL_TEST_E2E:-1}" = 1 ] && [ "$e2e_kernel" = "$1" ] && return 0
+    [ "$e2e_kernel" = "$1" ] && return 0
     [ "$selftests" != 0 ] && case " $selftests_boots " in *" $1 "* | *" $1-off "*) return 0 ;; esac
     return 1
 }
 
 build_kernels() {
     if needs_kernel stock; then
-        say "build: stock kernel"
+        heading "build: stock kernel"
         phase "build stock" build_one stock stock
     fi
     if needs_kernel patched; then
-        say "build: patched kernel (CONFIG_ASYNC_FORK=y)"
+        heading "build: patched kernel (CONFIG_ASYNC_FORK=y)"
         phase "build patched" build_one patched patched "$contrib/config/async-fork.config"
     fi
     # The series with the feature configured out: everything it touches
     # (mm/, kernel/, arch/x86/mm/) must still compile. Only those
     # directories, to keep CI short: the rest is the stock code.
-    say "build: patched tree, CONFIG_ASYNC_FORK off (mm/ kernel/ arch/x86/mm/)"
-    KERNEL_BUILD_TARGETS="mm/ kernel/ arch/x86/mm/" phase "build noasync" build_one noasync patched
-    if { [ "$action" != test ] && [ "$debug" = 1 ]; } || needs_kernel debug; then
-        say "build: patched debug kernel (PROVE_LOCKING, DEBUG_VM, DEBUG_VM_PGFLAGS)"
+    if [ "$tier" != kasan ]; then
+        heading "build: patched tree, CONFIG_ASYNC_FORK off (mm/ kernel/ arch/x86/mm/)"
+        phase "build noasync" build_one --targets "mm/ kernel/ arch/x86/mm/" noasync patched
+    fi
+    if [ "$tier" = build ] || needs_kernel debug; then
+        heading "build: patched debug kernel (PROVE_LOCKING, DEBUG_VM, DEBUG_VM_PGFLAGS)"
         phase "build debug" build_one debug patched "$contrib/config/async-fork.config" \
             "$contrib/config/debug.config"
     fi
     if printf '%s\n' $runs | grep -q '^kasan'; then
-        say "build: patched KASAN kernel (debug + KASAN, DEBUG_PAGEALLOC, PREEMPT)"
+        heading "build: patched KASAN kernel (debug + KASAN, DEBUG_PAGEALLOC, PREEMPT)"
         phase "build kasan" build_kasan
     fi
 }
@@ -303,9 +276,9 @@ build_kasan() {
 
 # Touch mm/memory.c in the patched tree and rebuild: the edit-compile loop.
 rebuild_probe() {
-    [ "${KERNEL_TEST_PROBE:-$([ "$action" = test ] && echo 0 || echo 1)}" = 1 ] || return 0
+    [ "$probe" = 1 ] || return 0
     [ -f "$(image_of patched)" ] || return 0
-    say "rebuild probe: touch mm/memory.c in the patched tree, rebuild"
+    heading "rebuild probe: touch mm/memory.c in the patched tree, rebuild"
     touch "$out/patched/linux/mm/memory.c"
     mv "$results/build-patched.env" "$results/build-patched.env.keep"
     build_one patched patched "$contrib/config/async-fork.config"
@@ -314,7 +287,7 @@ rebuild_probe() {
 }
 
 build_forktest() {
-    say "build: forktest (static test suite)"
+    heading "build: forktest (static test suite)"
     mkdir -p "$(dirname "$forktest")"
     gcc -static -O2 -pthread -Wall -Wextra -Werror -o "$forktest.tmp" "$contrib"/tests/*.c ||
         die "the test suite does not compile."
@@ -323,7 +296,7 @@ build_forktest() {
 }
 
 build_initramfs() {
-    say "build: initramfs"
+    heading "build: initramfs"
     "$here/build-initramfs.sh" "$forktest" "$initramfs"
 }
 
@@ -341,7 +314,7 @@ expected_steps() {
 measure_boot() {
     local kernel=stock
     [ -f "$(image_of stock)" ] || kernel=$(printf '%s\n' $runs | head -n 1 | cut -d: -f1)
-    say "boot time: $kernel kernel, no tests, to power-off"
+    heading "boot time: $kernel kernel, no tests, to power-off"
     "$here/boot.sh" --kernel "$(image_of "$kernel")" --initrd "$initramfs" \
         --out "$results/boot-only" --label boot-only --tests none --expect "" \
         --timeout "$(limit 300)"
@@ -369,7 +342,7 @@ run_suite() {
     local run_scale=$scale run_forktime=$forktime
     if [ "$kernel" = debug ] || [ "$kernel" = kasan ]; then
         # Lockdep, DEBUG_VM and KASAN checks, not timings: smaller and faster.
-        run_scale=${KERNEL_TEST_DEBUG_SCALE:-0.25}
+        run_scale=$debug_scale
         run_forktime=512
     fi
     args=(--kernel "$(image_of "$kernel")" --initrd "$initramfs" --out "$results/$label"
@@ -378,10 +351,9 @@ run_suite() {
           --expect "$(expected_steps)")
     [ -n "$sysctls" ] && args+=(--sysctl "$sysctls")
     [ "$flag" = prctl ] && args+=(--prctl)
-    [ -n "$inject" ] && args+=(--inject "$inject")
     # The debug builds carry the KUnit tests of the patch (config/debug.config).
     case $kernel in debug | kasan) args+=(--kunit async_fork) ;; esac
-    say "suite: $label"
+    heading "suite: $label"
     "$here/boot.sh" "${args[@]}" || failed_runs+=("$label")
 }
 
@@ -392,11 +364,11 @@ run_suite() {
 # feature on runs twice more on both.
 mm_selftests() {
     [ "$selftests" != 0 ] || return 0
-    say "mm selftests: ${selftests_boots/ / vs } vm.async_fork=2 ($(echo "$selftests" | tr , '\n' | wc -l) steps)"
-    KERNEL_SELFTESTS=$selftests KERNEL_SELFTESTS_REPEAT=${KERNEL_SELFTESTS_REPEAT:-2} \
-        KERNEL_SELFTESTS_TIMEOUT=$(limit 1200) KERNEL_SELFTESTS_BOOTS="$selftests_boots" \
-        KERNEL_SELFTESTS_RESULTS=$results/mm-selftests \
-        "$here/kernel-selftests.sh" || failed_runs+=("mm-selftests")
+    heading "mm selftests: ${selftests_boots/ / vs } vm.async_fork=2 ($(echo "$selftests" | tr , '\n' | wc -l) steps)"
+    "$here/kernel-selftests.sh" --steps "$selftests" --boots "$selftests_boots" \
+        --repeat "$selftests_repeat" --timeout "$(limit "$selftests_timeout")" \
+        --step-timeout "$selftests_step_timeout" --results "$results/mm-selftests" ||
+        failed_runs+=("mm-selftests")
 }
 
 # A Redis end-to-end boot: the steps given, with the experiment's settings.
@@ -407,12 +379,12 @@ e2e_boot() {
     # boot's own limit, so that the guest still reports it and powers off.
     boot_limit=$(limit "$boot_timeout")
     step_limit=$((boot_limit > 120 ? boot_limit - 60 : boot_limit))
-    say "redis end to end: $label ($steps; consistency $redis_mib MiB x $redis_rounds, latency $redis_lat_mib MiB x $redis_lat_rounds rounds, $e2e_smp vCPUs, $e2e_mem MiB)"
+    heading "redis end to end: $label ($steps; consistency $redis_mib MiB x $redis_rounds, latency $redis_lat_mib MiB x $redis_lat_rounds rounds, $e2e_smp vCPUs, $e2e_mem MiB)"
     "$here/boot.sh" --kernel "$(image_of "$kernel")" --initrd "$initramfs" \
         --out "$results/$label" --label "$label" --mode e2e --tests "$steps" --smp "$e2e_smp" \
         --mem "$e2e_mem" \
         --expect "$(echo "$steps" | tr , ' ')" --timeout "$boot_limit" \
-        --append "afork.redis_mib=$redis_mib afork.redis_lat_mib=$redis_lat_mib afork.redis_lat_rounds=$redis_lat_rounds afork.redis_rounds=$redis_rounds afork.timeout=$step_limit${KERNEL_TEST_E2E_CELLS:+ afork.e2e_cells=$KERNEL_TEST_E2E_CELLS}${KERNEL_TEST_E2E_LAYOUT:+ afork.e2e_layout=$KERNEL_TEST_E2E_LAYOUT}${KERNEL_TEST_FORKCOST_CELLS:+ afork.forkcost_cells=$KERNEL_TEST_FORKCOST_CELLS}" \
+        --append "afork.redis_mib=$redis_mib afork.redis_lat_mib=$redis_lat_mib afork.redis_lat_rounds=$redis_lat_rounds afork.redis_rounds=$redis_rounds afork.timeout=$step_limit${e2e_cells:+ afork.e2e_cells=$e2e_cells}" \
         "$@" || failed_runs+=("$label")
 }
 
@@ -420,7 +392,7 @@ e2e_boot() {
 # or on the patched kernel with the short experiment whose redis-afork cells
 # must not be worse than stock's (full).
 redis_e2e() {
-    [ "${KERNEL_TEST_E2E:-1}" = 1 ] || return 0
+    [ "$e2e_kernel" != none ] || return 0
     phase "e2e $e2e_kernel" e2e_boot "$e2e_kernel" "e2e-$e2e_kernel" "$e2e_steps" \
         --sysctl vm.async_fork=2
 }
@@ -431,8 +403,7 @@ redis_e2e() {
 redis_experiment() {
     local boot
     e2e_labels=''
-    boot_timeout=${KERNEL_TEST_TIMEOUT:-7200}
-    for boot in $e2e_boots; do
+    for boot in stock patched optin; do
         e2e_labels="$e2e_labels e2e-$boot"
         case $boot in
         stock) phase "e2e stock" e2e_boot stock e2e-stock redis-latency ;;
@@ -444,11 +415,11 @@ redis_experiment() {
 }
 
 host_fork_time() {
-    [ "${KERNEL_TEST_HOST:-$([ "$action" = test ] && echo 0 || echo 1)}" = 1 ] || return 0
+    [ "$host" = 1 ] || return 0
     [[ ",$tests," == *,fork-time,* ]] || [ "$tests" = all ] || return 0
-    say "fork-time on the host ($(uname -r)), same program, same sizes"
+    heading "fork-time on the host ($(uname -r)), same program, same sizes"
     mkdir -p "$results/host"
-    AFORK_FORKTIME_MIB=$(echo "$forktime" | tr , ' ') nice -n "${KERNEL_NICE:-10}" \
+    AFORK_FORKTIME_MIB=$(echo "$forktime" | tr , ' ') nice -n "$nice_level" \
         "$forktest" run fork-time | tee "$results/host/console.log" || failed_runs+=("host")
     sed -n 's/^AFORK-FORKTIME //p' "$results/host/console.log" |
         awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
@@ -456,9 +427,6 @@ host_fork_time() {
         >"$results/host/forktime.tsv"
 }
 
-# The value of KEY in an env file; empty when the file or the key is missing
-# (a run that did not happen, such as boot-only in make kernel-e2e).
-env_value() { [ -f "$1" ] || return 0; sed -n "s/^$2=//p" "$1" | head -n 1; }
 
 print_builds() {
     local f name
@@ -484,7 +452,7 @@ print_runs() {
         label=$(run_label "$spec")
         f=$results/$label/run.env
         [ -f "$f" ] || continue
-        echo "Suite $label: $(fmt_duration "$(env_value "$f" RUN_WALL_SECONDS)") wall, kernel $(env_value "$f" RUN_KERNEL), mode $(env_value "$f" RUN_MODE)${KERNEL_TEST_INJECT:+, inject $KERNEL_TEST_INJECT}"
+        echo "Suite $label: $(fmt_duration "$(env_value "$f" RUN_WALL_SECONDS)") wall, kernel $(env_value "$f" RUN_KERNEL), mode $(env_value "$f" RUN_MODE)"
     done
     for label in $e2e_labels; do
         f=$results/$label/run.env
@@ -543,16 +511,16 @@ print_forktime_table() {
 # check that redis-afork is not worse than stock on the patched kernel.
 print_redis_tables() {
     local f py=python3 check=()
-    [ "${KERNEL_TEST_E2E:-1}" = 1 ] || [ "$action" = e2e ] || return 0
+    [ "$e2e_kernel" != none ] || return 0
     f=$results/e2e-$e2e_kernel/console.txt
     if [ -f "$f" ]; then
         printf '\nredis-consistency (%s kernel, vm.async_fork=2, redis-afork, %s MiB): %s of %s rounds equal\n' \
             "$e2e_kernel" "$redis_mib" \
             "$(grep -c 'AFORK-CONSISTENCY .*equal=1' "$f")" "$(grep -c 'AFORK-CONSISTENCY ' "$f")"
     fi
-    [[ ,$e2e_steps, == *,redis-latency,* ]] || [ "$action" = e2e ] || return 0
+    [[ ,$e2e_steps, == *,redis-latency,* ]] || [ "$tier" = e2e ] || return 0
     [ -x "$top/build/bench-venv/bin/python3" ] && py=$top/build/bench-venv/bin/python3
-    [ "$action" = e2e ] || [ "${KERNEL_TEST_E2E_CHECK:-1}" = 0 ] || check=(--check)
+    [ "$tier" = e2e ] || check=(--check)
     "$py" "$here/e2e-table.py" "$results" $e2e_labels --plot "$results/e2e.png" "${check[@]}" ||
         failed_runs+=("redis-latency-vs-stock")
 }
@@ -600,7 +568,7 @@ print_flaky() {
 }
 
 report() {
-    say "summary"
+    heading "summary"
     print_base
     print_builds
     print_runs
@@ -621,21 +589,20 @@ report() {
     echo "kernel-test: all runs passed ($(fmt_duration "$(since "$t_start")") in all); results in $results"
 }
 
-case $action in build | test | full | e2e) ;; *) die "usage: kernel-test.sh [build|test|full|e2e]" ;; esac
 e2e_labels=e2e-$e2e_kernel
 t_start=$(date +%s.%N)
 failed_runs=()
 kernel_version='?'
 start_results
 phase source prepare_source
-if [ "$action" = e2e ]; then
-    say "build: stock and patched kernels"
+if [ "$tier" = e2e ]; then
+    heading "build: stock and patched kernels"
     phase "build stock" build_one stock stock
     phase "build patched" build_one patched patched "$contrib/config/async-fork.config"
     phase "build forktest" build_forktest
     phase initramfs build_initramfs
     redis_experiment
-    say "summary"
+    heading "summary"
     print_base
     print_runs
     print_redis_tables
@@ -648,7 +615,7 @@ phase checkpatch checkpatch_series
 build_kernels
 phase "build forktest" build_forktest
 phase initramfs build_initramfs
-[ "$action" = build ] && { print_base; print_phases; exit 0; }
+[ "$tier" = build ] && { print_base; print_phases; exit 0; }
 phase "rebuild probe" rebuild_probe
 phase "boot only" measure_boot || failed_runs+=("boot-only")
 for spec in $runs; do

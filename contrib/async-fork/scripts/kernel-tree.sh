@@ -25,10 +25,8 @@
 # CCACHE_BASEDIR=KERNEL_OUT) shares one cache between them.
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-contrib=$(cd "$here/.." && pwd)
-top=$(cd "$contrib/../.." && pwd)
-out=$(realpath -m "${KERNEL_OUT:-$top/build/kernel}")
+prog=kernel/tree
+. "$(dirname "$0")/lib.sh"
 stock=$out/stock/linux
 patched=$out/patched/linux
 patches=$contrib/patches
@@ -38,14 +36,6 @@ drift=$out/patched/drift.txt
 export GIT_AUTHOR_NAME="redis-afork kernel harness" GIT_AUTHOR_EMAIL="afork@localhost"
 export GIT_COMMITTER_NAME=$GIT_AUTHOR_NAME GIT_COMMITTER_EMAIL=$GIT_AUTHOR_EMAIL
 
-die() {
-    printf 'kernel/tree: %s\n' "$1" >&2
-    shift
-    for line in "$@"; do printf '  %s\n' "$line" >&2; done
-    exit 1
-}
-
-say() { printf 'kernel/tree: %s\n' "$*"; }
 
 git_stock() { git -C "$stock" "$@"; }
 git_patched() { git -C "$patched" "$@"; }
@@ -156,7 +146,7 @@ apply_series() {
         say "source $(stock_debver) is $rel than the series' base ${base:-(none recorded)}:" \
             "applying with bounded fuzz if git am fails"
     fi
-    AFORK_SERIES_STRICT=$strict "$here/apply-series.sh" "$patched" "$patches/series" "$drift" ||
+    "$here/apply-series.sh" $([ "$strict" = 1 ] && echo --strict) "$patched" "$patches/series" "$drift" ||
         die "the series does not apply to Linux $(make_version "$stock") (Debian $(stock_debver))," \
             "series base ${base:-(none recorded)}: see the patch, files and hunks above."
 }
