@@ -121,6 +121,18 @@ kernel_cmdline() {
     echo "$words"
 }
 
+# x86's COMMAND_LINE_SIZE: the kernel cuts a longer command line, and the
+# guest would then read a cut word (a sysctl, a step name) as asked.
+cmdline_max=2047
+
+check_cmdline() {
+    local n
+    n=$(kernel_cmdline | wc -c)
+    [ "$n" -le "$cmdline_max" ] ||
+        die "the kernel command line would be $((n - 1)) bytes, over the kernel's $cmdline_max:" \
+            "the kernel would cut it. Ask for fewer steps (--tests) or a shorter --append."
+}
+
 # Show result lines while the guest runs.
 follow_progress() {
     tail -n +1 -F --pid="$1" "$out/console.log" 2>/dev/null |
@@ -255,6 +267,7 @@ command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is missing: 
 mkdir -p "$out"
 : >"$out/problems.txt"
 accel=$(choose_accel)
+check_cmdline
 echo "kernel/boot[$label]: $(basename "$kernel") under QEMU ($accel, $smp CPUs, $mem MiB$([ "$numa" -gt 0 ] && echo ", $numa NUMA nodes")), mode=$mode${sysctls:+ sysctl=$sysctls}$( [ "$prctl" = 1 ] && echo ' prctl')${inject:+ inject=$inject}"
 run_qemu "$accel"
 con=$out/console.txt
