@@ -73,16 +73,12 @@ case $size in '' | [1-9]*) ;; *) die "KERNEL_SIZE=$size: MiB, a number (e2e: a c
 [ -z "$size" ] || [ "$tier" = e2e ] || [[ $size =~ ^[0-9]+$ ]] ||
     die "KERNEL_SIZE=$size: one size in MiB (a list is for the e2e tier)."
 
-# The mm selftests of test and full: all but the slowest (migration,
-# split_huge_page_test, khugepaged -s 2), uffd-unit-tests and ksm_tests -N
-# -m 1 (make kernel-selftests runs all).
-ci_selftests=mm-cow,mm-gup_longterm,mm-gup_test-u,mm-gup_test-a,mm-gup_test-ct
-ci_selftests=$ci_selftests,mm-uffd-stress-anon,mm-ksm_tests-M,mm-ksm_tests-U
-ci_selftests=$ci_selftests,mm-ksm_tests-Z0,mm-ksm_tests-Z1,mm-ksm_tests-N0
-ci_selftests=$ci_selftests,mm-ksm_functional_tests,mm-khugepaged,mm-soft-dirty
-ci_selftests=$ci_selftests,mm-pagemap_ioctl,mm-mremap_test,mm-mlock2-tests,mm-madv_populate
-ci_selftests=$ci_selftests,mm-mkdirty,mm-mremap_dontunmap,mm-map_populate,mm-mrelease_test
-ci_selftests=$ci_selftests,mm-mdwe_test,mm-hugetlb-madvise,mm-map_fixed_noreplace,mm-droppable
+# The mm selftests of test and full: the guest's list (guest/mm-selftests)
+# but the slowest (migration, split_huge_page_test, khugepaged -s 2),
+# uffd-unit-tests and ksm_tests -N -m 1 (make kernel-selftests runs all).
+ci_selftests=$(sh "$contrib/guest/mm-selftests" list |
+    grep -vxE 'mm-(migration|split_huge_page_test|khugepaged-s2|uffd-unit-tests|ksm_tests-N1)' |
+    paste -sd, -)
 
 # What each tier runs:
 #   runs            suite boots, each KERNEL[:MODE[:SYSCTLS[:prctl]]], KERNEL
@@ -122,8 +118,8 @@ set_tier() {
     # A run of chosen suite steps runs no selftests.
     [ "$tests" = all ] || selftests=0
     # The Redis guests: two servers, one whole copy-on-write copy and the RDB
-    # in tmpfs need about 5.2 times the largest size (guest/redis-e2e
-    # refuses a size that does not fit); at least 6 GiB.
+    # in tmpfs need about 5 times the largest size (guest/redis-e2e
+    # refuses a size that does not fit); they get 6.5 times, at least 6 GiB.
     e2e_mem=$(echo "$redis_mib,$redis_lat_mib" | tr , '\n' |
         awk 'BEGIN { m = 0 } $1 > m { m = $1 } END { n = int((m * 6.5 + 1023) / 1024) * 1024; print (n > 6144 ? n : 6144) }')
 }
