@@ -71,7 +71,8 @@ static int optin_errno = 0;
 static const char *counter_names[] = {
     "deferred", "child_copied", "copied_fault", "copied_gup", "copied_vma",
     "copied_madvise", "copied_zap", "copied_exit", "copied_fork",
-    "parent_ns", "sessions_failed", "taken_over"};
+    "parent_ns", "sessions_failed", "taken_over",
+    "sync_pinned", "sync_notifiers", "sync_merge_any", "sync_nomem"};
 #define AFORK_COUNTERS (int)(sizeof(counter_names) / sizeof(counter_names[0]))
 #define AFORK_COUNTER_DEFERRED 0
 #define AFORK_COUNTER_CHILD 1
@@ -79,6 +80,7 @@ static const char *counter_names[] = {
 #define AFORK_COUNTER_PARENT_NS 9        /* one past the last copied_* */
 #define AFORK_COUNTER_FAILED 10
 #define AFORK_COUNTER_TAKEN_OVER 11
+#define AFORK_COUNTER_SYNC_FIRST 12       /* sync_pinned ... sync_nomem */
 #define AFORK_COUNTERS_REQUIRED AFORK_COUNTER_TAKEN_OVER  /* the first later one */
 
 static struct {
@@ -86,7 +88,7 @@ static struct {
     int pending;                       /* before[] read, the fork not yet over */
     long long before[AFORK_COUNTERS];
     long long latest[AFORK_COUNTERS];  /* the latest fork's deltas; -1 none */
-} counters = {0, 0, {0}, {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}};
+} counters = {0, 0, {0}, {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}};
 
 static int readCounters(const char *root, long long *v);
 
@@ -340,9 +342,16 @@ static sds countersInfo(sds info) {
     info = sdscatprintf(info, "latest_fork_async_tables_taken_over:%lld\r\n",
                         l[AFORK_COUNTER_TAKEN_OVER]);
     long long ns = l[AFORK_COUNTER_PARENT_NS];
-    return sdscatprintf(info, "latest_fork_async_parent_copy_usec:%lld\r\n"
+    info = sdscatprintf(info, "latest_fork_async_parent_copy_usec:%lld\r\n"
                               "latest_fork_async_sessions_failed:%lld\r\n",
                         ns == -1 ? -1 : ns / 1000, l[AFORK_COUNTER_FAILED]);
+    /* What fork() kept for itself, by reason: tables mapping a pinned
+     * page; whole forks for MMU notifiers, KSM merge-any, no memory. */
+    info = sdscatprintf(info, "latest_fork_async_tables_pinned:%lld\r\n",
+                        l[AFORK_COUNTER_SYNC_FIRST]);
+    for (int i = AFORK_COUNTER_SYNC_FIRST + 1; i < AFORK_COUNTERS; i++)
+        info = sdscatprintf(info, "latest_fork_async_%s:%lld\r\n", counter_names[i], l[i]);
+    return info;
 }
 
 /* INFO fork: the kernel fields. */

@@ -231,7 +231,7 @@ start_server [list tags {"afork external:skip"} overrides [list loadmodule $fork
 
     # A fake /proc/vmstat with contrib/async-fork's counters, each at base
     # plus its own small offset.
-    proc fake_vmstat {base {later {taken_over}}} {
+    proc fake_vmstat {base {later {taken_over sync_pinned sync_notifiers sync_merge_any sync_nomem}}} {
         set text "nr_free_pages 1000\npgfault 5\n"
         set i 0
         foreach c [concat {sessions deferred child_copied copied_fault copied_gup copied_vma
@@ -270,6 +270,10 @@ start_server [list tags {"afork external:skip"} overrides [list loadmodule $fork
         assert_equal 0 [fork_info latest_fork_async_parent_copy_usec] ;# 77 ns
         assert_equal 84 [fork_info latest_fork_async_sessions_failed]
         assert_equal 91 [fork_info latest_fork_async_tables_taken_over]
+        assert_equal 98 [fork_info latest_fork_async_tables_pinned]
+        assert_equal 105 [fork_info latest_fork_async_sync_notifiers]
+        assert_equal 112 [fork_info latest_fork_async_sync_merge_any]
+        assert_equal 119 [fork_info latest_fork_async_sync_nomem]
         # A fork over which nothing moved reads 0.
         r bgsave
         waitForBgsave r
@@ -285,6 +289,8 @@ start_server [list tags {"afork external:skip"} overrides [list loadmodule $fork
             fail "a counter the kernel lacks: [fork_info latest_fork_async_tables_taken_over]"
         }
         assert_equal 0 [fork_info latest_fork_async_tables_deferred]
+        assert_equal -1 [fork_info latest_fork_async_tables_pinned]
+        assert_equal -1 [fork_info latest_fork_async_sync_nomem]
         probe_fake $fake {}
         assert_equal {} [fork_info latest_fork_async_tables_deferred]
     }

@@ -70,7 +70,8 @@ fake=$work/fake-root
 mkdir -p "$fake/proc/sys/vm"
 echo 2 >"$fake/proc/sys/vm/async_fork"
 for c in sessions deferred child_copied copied_fault copied_gup copied_vma copied_madvise \
-        copied_zap copied_exit copied_fork parent_ns sessions_failed taken_over; do
+        copied_zap copied_exit copied_fork parent_ns sessions_failed taken_over \
+        sync_pinned sync_notifiers sync_merge_any sync_nomem; do
     echo "async_fork_$c 0"
 done >"$fake/proc/vmstat"
 info_fork "$work/info-fork-async.txt" --fork-probe-root "$fake"
