@@ -107,7 +107,9 @@ qemu_accel_args() {
 }
 
 kernel_cmdline() {
-    local words="console=ttyS0 panic=-1 brd.rd_nr=1 brd.rd_size=262144"
+    # Two RAM disks of 256 MiB: ram0 is the guest's swap, ram1 a disk for
+    # O_DIRECT (pinned-during-session).
+    local words="console=ttyS0 panic=-1 brd.rd_nr=2 brd.rd_size=262144"
     words+=" afork.mode=$mode afork.tests=$tests afork.scale=$scale afork.stress=$stress"
     words+=" afork.forktime=$forktime afork.prctl=$prctl"
     [ -n "$sysctls" ] && words+=" afork.sysctl=$sysctls"

@@ -11,6 +11,9 @@
  *                           a parent thread has taken its table over
  *   inject-exit-copy        the parent exits while its child copies; the
  *                           exit's copy of what is left fails
+ *   inject-fork-failed      the session fails while fork() is still leaving
+ *                           tables to the child, as when the OOM killer
+ *                           chooses the parent then: the fork must fail
  *
  * Each child is created straight into a cgroup that may use 1 ms of CPU per
  * 100 ms, so that it is still copying when the parent gets there. With
@@ -424,6 +427,86 @@ static int inject_test(enum path path)
     return rc;
 }
 
+/* One fork by this thread with make-it-fail on and fail_async_fork armed
+ * (unless @armed is 0): the check at the first table fork() leaves to the
+ * child fails the session. The fork must then fail with ENOMEM; a child
+ * that runs must see the pattern. */
+static int fork_failed_round(uint64_t *base, size_t tables, int armed, int *hit)
+{
+    unsigned long long f0 = vmstat_counter("async_fork_sessions_failed");
+    int i0 = kernel_log_count(FAIL_LINE, NULL, 0), i1, status, err;
+    size_t bad_page = 0;
+    char how[128];
+    pid_t pid;
+
+    if (armed)
+        fail_arm();
+    if (thread_make_it_fail(1) != 0)
+        die_errno("make-it-fail");
+    pid = fork();
+    err = errno;
+    if (pid == 0)
+        _exit(check_pages(base, 0, tables * (HUGE_SIZE / PAGE_SIZE), SEED, &bad_page) ? 1 : 0);
+    thread_make_it_fail(0);
+    fail_disarm();
+    i1 = kernel_log_count(FAIL_LINE, NULL, 0);
+    *hit = i0 >= 0 && i1 == i0 + 1;
+    info("fork %s, session failed %llu, injected %d", pid < 0 ? strerror(err) : "succeeded",
+         vmstat_counter("async_fork_sessions_failed") - f0, i1 - i0);
+    if (pid > 0) {
+        status = wait_child(pid, how, sizeof(how));
+        if (!exited_ok(status))
+            return fail("the child of a fork whose session %s ended with %s (its snapshot is "
+                        "wrong if it exited 1)", *hit ? "failed in fork()" : "was kept", how);
+    }
+    if (pid < 0 && (!*hit || err != ENOMEM))
+        return fail("fork() failed with %s%s", strerror(err),
+                    *hit ? " (ENOMEM wanted)" : " with no failure injected");
+    if (*hit && pid > 0)
+        return fail("the session failed in fork(), yet fork() succeeded");
+    /* The tables left write-protected in the parent: writable again. */
+    for (size_t t = 0; t < tables; t++)
+        base[t * (HUGE_SIZE / sizeof(uint64_t)) + MARK_WORD] ^= 1;
+    for (size_t t = 0; t < tables; t++)
+        base[t * (HUGE_SIZE / sizeof(uint64_t)) + MARK_WORD] ^= 1;
+    if (check_pages(base, 0, tables * (HUGE_SIZE / PAGE_SIZE), SEED, &bad_page))
+        return fail("the parent's memory is wrong at page %zu", bad_page);
+    return 0;
+}
+
+static int inject_fork_failed(void)
+{
+    int active = afork_active(), rc = 0, hits = 0, rounds, hit, setup;
+    int before[NSPLATS], after[NSPLATS];
+    size_t tables = scaled(16, 8);
+    char last[256] = "";
+    uint64_t *base;
+
+    if (!getenv("AFORK_GUEST"))
+        return fail("this test injects failures: it runs only in the test guest (AFORK_GUEST=1)");
+    setup = fail_setup();
+    if (setup < 0)
+        return -1;
+    if (setup > 0 && active > 0)
+        return fail("no " FAIL_DIR ": no session can be made to fail, the test proves nothing");
+    base = map_anon(tables * HUGE_SIZE, 1);
+    madvise(base, tables * HUGE_SIZE, MADV_NOHUGEPAGE);
+    fill_pages(base, 0, tables * (HUGE_SIZE / PAGE_SIZE), SEED);
+    count_splats(before, NULL, 0);
+    for (rounds = 0; rc == 0 && rounds < 3; rounds++) {
+        rc = fork_failed_round(base, tables, active > 0 && !inject_here(), &hit);
+        hits += hit;
+    }
+    count_splats(after, last, sizeof(last));
+    if (rc == 0)
+        rc = check_splats(before, after, last);
+    if (rc == 0 && active > 0 && hits != rounds)
+        rc = fail("the failure was injected in %d of %d forks: the test proves nothing", hits,
+                  rounds);
+    unmap(base, tables * HUGE_SIZE);
+    return rc;
+}
+
 static int inject_parent_fault(void) { return inject_test(PARENT_FAULT); }
 static int inject_take_over(void) { return inject_test(TAKE_OVER); }
 static int killed_after_take_over(void) { return inject_test(KILLED); }
@@ -438,5 +521,8 @@ const struct test_case inject_tests[] = {
       "over: no WARN or Bad rss-counter, parent intact", killed_after_take_over },
     { "inject-exit-copy", "the parent exits while its child copies, and the exit's copy fails: "
       "the child is SIGKILLed, never runs with half a snapshot", inject_exit_copy },
+    { "inject-fork-failed", "the session fails while fork() leaves tables to the child (as when "
+      "the OOM killer chooses the parent): fork() fails with ENOMEM, parent intact",
+      inject_fork_failed },
     { NULL, NULL, NULL },
 };
