@@ -88,7 +88,7 @@ static struct {
     int pending;                       /* before[] read, the fork not yet over */
     long long before[AFORK_COUNTERS];
     long long latest[AFORK_COUNTERS];  /* the latest fork's deltas; -1 none */
-} counters = {0, 0, {0}, {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}};
+} counters;
 
 static int readCounters(const char *root, long long *v);
 
@@ -262,8 +262,12 @@ static const char *optinName(void) {
 /* Refresh the cached state from the interfaces found under root. */
 void aforkKernelProbe(const char *root) {
     long long now[AFORK_COUNTERS];
+    int had = counters.have;
     probe(root, &kernel);
     counters.have = kernel.kind == AFORK_KERNEL_AFORK && readCounters(root, now) == 0;
+    /* Counters found (again): no fork has read them yet. */
+    if (counters.have && !had)
+        for (int i = 0; i < AFORK_COUNTERS; i++) counters.latest[i] = -1;
 }
 
 /* Forks of this process are asynchronous. */
