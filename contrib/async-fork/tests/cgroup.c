@@ -15,12 +15,13 @@
  *                    write and how many took longer than 10 ms, beside the
  *                    child's copy time, and the longest of the parent's
  *                    mmap()+munmap() pairs, made every millisecond until
- *                    the child runs (they take the mmap_lock for writing,
- *                    which the child holds for reading while it copies a
- *                    batch of tables, and may hold while it is stopped).
- *                    The waits are what this test is for; they are
- *                    reported, not a verdict (a timing under TCG is not a
- *                    test).
+ *                    the child runs. They take the mmap_lock for writing,
+ *                    which the child must never hold while it is off the
+ *                    CPU: more than one pair longer than half the period
+ *                    of cpu.max fails (one may be the host's; a child
+ *                    that keeps the lock across its stops makes a dozen).
+ *                    The writes' waits are reported, not a verdict (a
+ *                    timing under TCG is not a test).
  *   child-charge     the page tables of a child created in another memory
  *                    cgroup are charged where fork() charges them, to the
  *                    forking task's cgroup, also when the child copies them
@@ -55,6 +56,7 @@
 #define PACE_NS 2000000ULL      /* the parent writes every 2 ms */
 #define SLOW_NS 10000000ULL     /* a write longer than 10 ms is counted */
 #define MARK_WORD 8             /* the word of a page the parent writes */
+#define HELD_NS 50000000ULL     /* half the period: the child held a lock off the CPU */
 
 struct chase {
     uint64_t *base;
@@ -123,18 +125,22 @@ static uint64_t timed_mmap(void)
 }
 
 /* Until the child says it runs (a byte on @fd): an mmap() and munmap()
- * every millisecond, timed. Their count and the longest into *count and
- * *longest_ns; the read of the byte's result returned. */
-static int mmap_until_started(int fd, unsigned long *count, uint64_t *longest_ns)
+ * every millisecond, timed. Their count, how many took longer than HELD_NS
+ * and the longest into *count, *held and *longest_ns; the read of the
+ * byte's result returned. */
+static int mmap_until_started(int fd, unsigned long *count, unsigned long *held,
+                              uint64_t *longest_ns)
 {
     struct pollfd p = { .fd = fd, .events = POLLIN };
     uint64_t ns;
 
     *count = 0;
+    *held = 0;
     *longest_ns = 0;
     while (poll(&p, 1, 1) == 0) {
         ns = timed_mmap();
         (*count)++;
+        *held += ns > HELD_NS;
         if (ns > *longest_ns)
             *longest_ns = ns;
     }
@@ -184,7 +190,7 @@ static int throttled_child(void)
     char dir[128], how[128];
     size_t size;
     uint64_t seed = SEED, fork_ns, started_ns, mmap_ns;
-    unsigned long mmaps;
+    unsigned long mmaps, held;
     pthread_t chaser;
     pid_t pid;
 
@@ -223,7 +229,7 @@ static int throttled_child(void)
     atomic_store(&c.go, 1);
     close_end(started, 1);
     close_end(rep, 1);
-    if (mmap_until_started(started[0], &mmaps, &mmap_ns) != 0)
+    if (mmap_until_started(started[0], &mmaps, &held, &mmap_ns) != 0)
         rc = fail("the child died before it ran");
     started_ns = now_ns() - started_ns;
     atomic_store(&c.child_started, 1);
@@ -237,8 +243,8 @@ static int throttled_child(void)
     info("parent: %lu writes to the table the child was at, longest %.2f ms (table %zu), "
          "%lu longer than %llu ms%s", c.writes, c.longest_ns / 1e6, c.longest_table, c.slow,
          SLOW_NS / 1000000, active > 0 ? "" : " (no asynchronous fork: nothing to wait for)");
-    info("parent: %lu mmap()+munmap() pairs of 64 KiB while the child copied, longest %.2f ms",
-         mmaps, mmap_ns / 1e6);
+    info("parent: %lu mmap()+munmap() pairs of 64 KiB while the child copied, longest %.2f ms, "
+         "%lu longer than %llu ms", mmaps, mmap_ns / 1e6, held, HELD_NS / 1000000);
     if (rc == 0 && r.bad_words)
         rc = fail("the child's snapshot has %llu wrong words (first at page %llu)",
                   (unsigned long long)r.bad_words, (unsigned long long)r.bad_page);
@@ -246,6 +252,10 @@ static int throttled_child(void)
         rc = fail("the child ended with %s", how);
     if (rc == 0)
         rc = parent_intact(&c, seed);
+    if (rc == 0 && held > 1)
+        rc = fail("%lu of the parent's mmap()+munmap() pairs waited longer than half the "
+                  "period of cpu.max (%.2f ms the longest): the child kept a lock they need "
+                  "while the scheduler kept it off the CPU", held, mmap_ns / 1e6);
     if (rc == 0 && active > 0 && c.writes == 0)
         rc = fail("the parent wrote nothing while the child copied: the test proves nothing");
 out:

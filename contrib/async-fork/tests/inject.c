@@ -63,6 +63,7 @@ struct round {
     size_t tables;
     uint64_t *written;          /* per table: the mark last written, 0 none */
     uint64_t seq;
+    unsigned long long others;  /* tables the fork deferred outside the region */
     atomic_int go, stop;
     pid_t child;
     /* what the counters and the child said */
@@ -117,22 +118,21 @@ static void write_mark(struct round *r, size_t t)
     r->written[t] = v;
 }
 
-static unsigned long long tables_done(unsigned long long copied0, unsigned long long fault0)
-{
-    return vmstat_counter("async_fork_child_copied") - copied0 +
-           vmstat_counter("async_fork_copied_fault") - fault0;
-}
-
 /* The parent thread that writes after the fork, with make-it-fail on where
  * its copy is to fail. PARENT_FAULT: a table the child has certainly not
- * reached (the last), then every table. TAKE_OVER, KILLED: the table the
- * child is at, every PACE_NS, once the child has copied one, until stopped. */
+ * reached (the last), then every table. TAKE_OVER, KILLED: once the child
+ * has copied as many tables as the fork deferred outside the region, and
+ * so may be in it, one table every PACE_NS in address order, the order in
+ * which the child copies, until stopped. A table the child has copied
+ * takes only a copy-on-write fault; the writes catch up with the child
+ * while cpu.max stops it, in the middle of a table it holds (it stops
+ * there at each batch of entries, and only once per table between two):
+ * the write takes that table over. */
 static void *writer_main(void *arg)
 {
     struct round *r = arg;
     const struct timespec pace = { 0, PACE_NS };
     unsigned long long copied0 = vmstat_counter("async_fork_child_copied");
-    unsigned long long fault0 = vmstat_counter("async_fork_copied_fault");
     double deadline;
     size_t t;
 
@@ -147,12 +147,13 @@ static void *writer_main(void *arg)
         return NULL;
     }
     deadline = now_seconds() + 60 * knobs.scale + 20;
-    while (vmstat_counter("async_fork_child_copied") == copied0 && !atomic_load(&r->stop) &&
-           now_seconds() < deadline)
+    while (vmstat_counter("async_fork_child_copied") - copied0 <= r->others &&
+           !atomic_load(&r->stop) && now_seconds() < deadline)
         nanosleep(&pace, NULL);
-    while (!atomic_load(&r->stop) && now_seconds() < deadline) {
-        t = tables_done(copied0, fault0);
-        write_mark(r, t < r->tables ? t : r->tables - 1);
+    for (t = 0; !atomic_load(&r->stop) && now_seconds() < deadline;) {
+        write_mark(r, t);
+        if (t + 1 < r->tables)
+            t++;
         nanosleep(&pace, NULL);
     }
     return NULL;
@@ -233,17 +234,21 @@ static int round_in_process(struct round *r, int cg_fd)
     char how[128];
     pthread_t writer;
     unsigned long long taken0 = vmstat_counter("async_fork_taken_over");
+    unsigned long long deferred0, deferred;
 
     pipe_or_die(ran);
     atomic_store(&r->go, 0);
     atomic_store(&r->stop, 0);
     if (pthread_create(&writer, NULL, writer_main, r) != 0)
         die_errno("pthread_create");
+    deferred0 = vmstat_counter("async_fork_deferred");
     r->child = clone_into(cg_fd);
     if (r->child < 0)
         die_errno("clone3(CLONE_INTO_CGROUP)");
     if (r->child == 0)
         child_main(r, ran[1]);
+    deferred = vmstat_counter("async_fork_deferred") - deferred0;
+    r->others = deferred > r->tables ? deferred - r->tables : 0;
     close_end(ran, 1);
     atomic_store(&r->go, 1);
     if (r->path == KILLED && !inject_here())  /* not killed: must fail */
