@@ -97,7 +97,7 @@ if [ -f "$cover" ] && [ -f "$letter" ] &&
 import sys
 text = open(sys.argv[1]).read().split("\n", 1)
 patch = open(sys.argv[2]).read()
-subject = " ".join(patch.split("Subject: [PATCH", 1)[1].split("\n\n", 1)[0].split())
+subject = " ".join(patch.split("Subject: [", 1)[1].split("]", 1)[1].split("\n\n", 1)[0].split())
 sys.exit(0 if text[1].strip() in patch and text[0].strip() in subject else 1)
 EOF
 then

@@ -179,15 +179,21 @@ print_version() {
         "$(cat "$stock/.git/afork-debian-version")"
 }
 
+# The version of the posting the series would be: raised when a reviewed
+# series changes.
+series_version=4
+
 export_series() {
     [ -d "$patched" ] || die "no patched worktree yet; run make kernel-src."
     [ -z "$(git_patched status --porcelain --untracked-files=no)" ] ||
         die "$patched has uncommitted changes; commit them first."
     rm -f "$patches"/*.patch
     # 0000-cover-letter.patch: subject and text from cover-letter.txt (its
-    # first line and the rest), then git's shortlog and diffstat.
+    # first line and the rest), then git's shortlog and diffstat. Numbered
+    # as the posting would be: [RFC PATCH vN i/n], N the version below.
     git_patched -c branch.patched.description="$(cat "$contrib/cover-letter.txt")" \
-        format-patch -q --no-signature --zero-commit --no-numbered \
+        format-patch -q --no-signature --zero-commit --numbered \
+        --subject-prefix="RFC PATCH v$series_version" \
         --cover-letter --cover-from-description=subject -o "$patches" stock..HEAD
     {
         echo "# Applied in order by scripts/apply-series.sh (git am) on top of tag stock."
