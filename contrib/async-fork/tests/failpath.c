@@ -7,6 +7,12 @@
  *   killed-waiter       a task writing to a child's /proc/PID/mem waits
  *                       for the child's copy; SIGKILLed there, it must not
  *                       go on and fault a page into the child
+ *   fork-fails-late     fork() fails after dup_mmap() left the page tables
+ *                       to a child that never comes to be (no pid left:
+ *                       kernel.pid_max lowered to its minimum): the fork
+ *                       returns EAGAIN, and the parent's tables are
+ *                       writable and its memory intact afterwards (guest
+ *                       only)
  */
 #include "common.h"
 
@@ -424,10 +430,134 @@ static int killed_waiter(void)
     return rc;
 }
 
+/* --- fork-fails-late ----------------------------------------------------- */
+
+#define LATE_SEED 0x1a7e
+#define LATE_MARK 40            /* the word of a table's first page written after */
+#define PID_MAX "/proc/sys/kernel/pid_max"
+#define LATE_HOLDERS 400        /* more than pid_max's minimum leaves free */
+
+/* What the process whose fork fails late saw (shared memory: never left to
+ * a child). */
+struct late_shared {
+    int stage;                  /* 0 nothing, 1 pid_max lowered, 2 done */
+    int fork_errno;             /* of the fork that failed, 0 none did */
+    int holders;                /* forks that succeeded before it */
+    unsigned long long sessions, failed;
+    size_t bad_words;           /* the region after the writes */
+};
+
+/*
+ * Lower pid_max to its minimum (301) and fork small children that pause
+ * (holders) until a fork fails: no pid is left. Then map and fill the
+ * region and fork once more: copy_process() fails in alloc_pid(), after
+ * copy_mm() has left the region's tables to a child that never comes to
+ * be. Then the holders are killed and pid_max put back, and the process
+ * writes to each table's first page and reads all back.
+ */
+static void late_member(struct late_shared *s, size_t tables)
+{
+    size_t npages = tables * (HUGE_SIZE / PAGE_SIZE);
+    static pid_t holder[LATE_HOLDERS];
+    unsigned long long sessions, failed;
+    int fd = open(PID_MAX, O_RDONLY), i, full = 0;
+    char saved[32] = "";
+    uint64_t *r, *w;
+    pid_t pid;
+
+    if (fd < 0 || read(fd, saved, sizeof(saved) - 1) <= 0)
+        _exit(3);
+    close(fd);
+    if (write_file(PID_MAX, "301") != 0)
+        _exit(4);
+    s->stage = 1;
+    for (i = 0; i < LATE_HOLDERS && !full; i++) {
+        pid = fork();
+        if (pid == 0) {
+            pause();
+            _exit(0);
+        }
+        if (pid > 0)
+            holder[s->holders++] = pid;
+        full = pid < 0;
+    }
+    r = map_anon(tables * HUGE_SIZE, 1);
+    madvise(r, tables * HUGE_SIZE, MADV_NOHUGEPAGE);
+    fill_pages(r, 0, npages, LATE_SEED);
+    sessions = vmstat_counter("async_fork_sessions");
+    failed = vmstat_counter("async_fork_sessions_failed");
+    pid = full ? fork() : 0;
+    if (pid == 0 && full)
+        _exit(0);
+    s->fork_errno = pid < 0 ? errno : 0;
+    s->sessions = vmstat_counter("async_fork_sessions") - sessions;
+    s->failed = vmstat_counter("async_fork_sessions_failed") - failed;
+    write_file(PID_MAX, saved);
+    for (i = 0; i < s->holders; i++) {
+        kill(holder[i], SIGKILL);
+        waitpid(holder[i], NULL, 0);
+    }
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    for (size_t t = 0; t < tables; t++) {
+        w = &r[t * (HUGE_SIZE / sizeof(uint64_t)) + LATE_MARK];
+        *w ^= 1;
+        *w ^= 1;
+    }
+    s->bad_words = check_pages(r, 0, npages, LATE_SEED, NULL);
+    s->stage = 2;
+    _exit(0);
+}
+
+static int fork_fails_late(void)
+{
+    struct late_shared *s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
+                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int before[NSPLATS], after[NSPLATS], status, rc = 0, active = afork_active();
+    size_t tables = scaled(32, 8);
+    char how[96], last[256] = "";
+    pid_t p;
+
+    if (!getenv("AFORK_GUEST"))
+        return fail("this test lowers kernel.pid_max: it runs only in the test guest "
+                    "(AFORK_GUEST=1)");
+    if (s == MAP_FAILED)
+        die_errno("mmap shared");
+    count_splats(before, NULL, 0);
+    p = fork_or_die();
+    if (p == 0)
+        late_member(s, tables);
+    status = wait_child(p, how, sizeof(how));
+    count_splats(after, last, sizeof(last));
+    info("with pid_max at 301: %d holders forked until no pid was left; the fork of the "
+         "region then: %s, sessions %llu (failed %llu); %zu wrong words after", s->holders,
+         s->fork_errno ? strerror(s->fork_errno) : "succeeded", s->sessions, s->failed,
+         s->bad_words);
+    if (!exited_ok(status) || s->stage != 2)
+        rc = fail("the process whose fork fails ended with %s at stage %d (3: no pid_max, "
+                  "4: pid_max not lowered)", how, s->stage);
+    else if (!s->fork_errno)
+        rc = fail("the fork succeeded after %d holders took every pid: the test proves "
+                  "nothing", s->holders);
+    else if (s->fork_errno != EAGAIN)
+        rc = fail("fork() failed with %s, EAGAIN wanted (no pid left)", strerror(s->fork_errno));
+    else if (s->bad_words)
+        rc = fail("the parent's memory has %zu wrong words after the failed fork",
+                  s->bad_words);
+    else if (active > 0 && s->sessions < 1)
+        rc = fail("the failed fork left no table to its child: the test proves nothing");
+    if (rc == 0)
+        rc = check_splats(before, after, last);
+    munmap(s, sizeof(*s));
+    return rc;
+}
+
 const struct test_case failpath_tests[] = {
     { "ro-thp-force-write", "after a failed session, pwrite to /proc/self/mem into a read-only "
       "huge page (FOLL_FORCE, a debugger's breakpoint) completes", ro_thp_force_write },
     { "killed-waiter", "a task writing to a copying child's /proc/PID/mem is SIGKILLed while "
       "it waits: the child completes (no WARN), the parent's memory is intact", killed_waiter },
+    { "fork-fails-late", "fork() fails after dup_mmap() left the tables to a child (no pid "
+      "left under kernel.pid_max): EAGAIN, the parent's memory intact", fork_fails_late },
     { NULL, NULL, NULL },
 };

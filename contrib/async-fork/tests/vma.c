@@ -1,16 +1,38 @@
 /* vma.c -- right after fork the parent changes its address space (mmap next
  * to / over a region, munmap, mremap, mprotect, madvise, brk, stack growth,
- * another fork); the child's snapshot must stay exact and the parent must
- * see exactly its own changes. Also: fork with swap entries in the tables.
+ * another fork) or its page tables (MADV_COLLAPSE, clearing soft-dirty
+ * bits, UFFDIO_MOVE out of the region); the child's snapshot must stay
+ * exact and the parent must see exactly its own changes. Also: fork with
+ * swap entries in the tables.
  */
 #include "common.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+/* Linux 6.1's uapi headers (the build host's) predate these. */
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+#ifndef UFFDIO_MOVE
+#define UFFD_FEATURE_MOVE (1 << 16)
+struct uffdio_move {
+    __u64 dst, src, len, mode;
+    __s64 move;
+};
+#define UFFDIO_MOVE _IOWR(UFFDIO, 0x05, struct uffdio_move)
+#endif
 
 #define REGION_MIB 32
 #define SPARE_MIB 4            /* hole kept after the region */
@@ -452,6 +474,76 @@ static int op_stack(struct vma_case *vc)
     return 0;
 }
 
+/* MADV_COLLAPSE of two PMD ranges: the parent's pages there become huge
+ * pages with the same data (the ranges' tables are replaced). A range
+ * whose entries are all read-only, as fork() leaves them, is not collapsed
+ * (EINVAL): the parent writes to some pages of it first. */
+static int op_collapse(struct vma_case *vc)
+{
+    void *at = page_at(vc->r, 2048);
+    int tries = 0, rc;
+
+    mark_pages(vc, 2048, 2 * HUGE_SIZE / PAGE_SIZE, 64);
+
+    while ((rc = madvise(at, 2 * HUGE_SIZE, MADV_COLLAPSE)) != 0 && errno == EAGAIN && ++tries < 10)
+        usleep(1000);
+    if (rc != 0)
+        return fail("MADV_COLLAPSE: %s", strerror(errno));
+    if (smaps_kb(at, 2 * HUGE_SIZE, "AnonHugePages") < 2 * (long)(HUGE_SIZE / 1024))
+        return fail("MADV_COLLAPSE returned 0 but the range is not in huge pages");
+    mark_pages(vc, 0, vc->npages, 11);
+    return 0;
+}
+
+/* Clearing the soft-dirty bits write-protects every entry of the process. */
+static int op_clear_refs(struct vma_case *vc)
+{
+    if (write_file("/proc/self/clear_refs", "4") != 0)
+        return fail("write 4 to /proc/self/clear_refs: %s", strerror(errno));
+    mark_pages(vc, 0, vc->npages, 5);
+    return 0;
+}
+
+/* UFFDIO_MOVE of 1 MiB of the region into a registered area: the pages are
+ * shared with the child, as after any fork, so the move must refuse them
+ * (EBUSY). Moving them would take them from under a table the child has
+ * not copied. */
+static int op_uffd_move(struct vma_case *vc)
+{
+    struct uffdio_api api = { .api = UFFD_API, .features = UFFD_FEATURE_MOVE };
+    struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+    struct uffdio_move mv = { .src = (uintptr_t)page_at(vc->r, 4096), .len = MIB };
+    int uffd = (int)syscall(__NR_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY), rc, err;
+    void *dst;
+
+    if (uffd < 0)
+        return fail("userfaultfd: %s", strerror(errno));
+    if (ioctl(uffd, UFFDIO_API, &api) != 0) {
+        close(uffd);
+        return fail("UFFDIO_API with UFFD_FEATURE_MOVE: %s (a kernel without UFFDIO_MOVE)",
+                    strerror(errno));
+    }
+    dst = map_anon(HUGE_SIZE, 1);
+    remember_map(vc, dst, HUGE_SIZE);
+    reg.range.start = (uintptr_t)dst;
+    reg.range.len = HUGE_SIZE;
+    mv.dst = (uintptr_t)dst;
+    if (ioctl(uffd, UFFDIO_REGISTER, &reg) != 0) {
+        close(uffd);
+        return fail("UFFDIO_REGISTER: %s", strerror(errno));
+    }
+    rc = ioctl(uffd, UFFDIO_MOVE, &mv);
+    err = errno;
+    close(uffd);
+    if (rc == 0 || mv.move > 0)
+        return fail("UFFDIO_MOVE moved %lld bytes of pages the child shares",
+                    (long long)(rc == 0 ? (long long)mv.len : mv.move));
+    if (err != EBUSY)
+        return fail("UFFDIO_MOVE: %s, EBUSY wanted (pages shared with the child)", strerror(err));
+    mark_pages(vc, 0, vc->npages, 9);
+    return 0;
+}
+
 static int op_fork_again(struct vma_case *vc)
 {
     int go[2], rep[2], rc;
@@ -484,6 +576,9 @@ VMA_OP(t_pageout, "pageout", NULL, op_pageout, NULL)
 VMA_OP(t_swapped, "swapped", prep_swapped, op_swapped, NULL)
 VMA_OP(t_brk, "brk", prep_brk, op_brk, cleanup_brk)
 VMA_OP(t_fork_again, "fork", NULL, op_fork_again, NULL)
+VMA_OP(t_collapse, "collapse", NULL, op_collapse, NULL)
+VMA_OP(t_clear_refs, "clear-refs", NULL, op_clear_refs, NULL)
+VMA_OP(t_uffd_move, "uffd-move", NULL, op_uffd_move, NULL)
 
 /* The stack buffer must live in the frame that forks, so this one has its
  * own runner around run_vma_op's steps. */
@@ -537,5 +632,11 @@ const struct test_case vma_tests[] = {
     { "brk", "parent shrinks and regrows its heap right after fork", t_brk },
     { "stack-growth", "parent grows its stack by 512 KiB more each round right after fork", t_stack },
     { "fork-again", "parent forks a second child right after the first", t_fork_again },
+    { "madv-collapse", "parent collapses two PMD ranges into huge pages (MADV_COLLAPSE) right "
+      "after fork", t_collapse },
+    { "clear-refs", "parent clears its soft-dirty bits (/proc/self/clear_refs) right after fork",
+      t_clear_refs },
+    { "uffd-move", "parent tries UFFDIO_MOVE of 1 MiB out of the region right after fork: "
+      "refused, the pages are the child's too", t_uffd_move },
     { NULL, NULL, NULL },
 };
