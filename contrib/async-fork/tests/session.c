@@ -1,7 +1,8 @@
 /* session.c -- what one asynchronous fork costs the parent, seen from
  * user space: the /proc/vmstat counters of the tables a fork deferred and
- * who copied them, which madvise() advice makes the parent copy tables
- * first, and what an OOM-killed parent does with its child's tables.
+ * who copied them, which madvise() advice and which VMA change makes the
+ * parent copy tables first, and what an OOM-killed parent does with its
+ * child's tables.
  */
 #include "common.h"
 
@@ -244,6 +245,88 @@ static int madv_advice_test(void)
     return status;
 }
 
+/* ---- vma-change-range: a VMA change copies what it touches ---- */
+
+/*
+ * Right after fork, every table still pending (the parent SCHED_FIFO on
+ * the child's CPU, as in madv-advice): an mprotect() of the region's last
+ * 4 KiB splits the VMA inside its last table and changes one entry there,
+ * so it may copy that one table and no other; then MADV_RANDOM and
+ * MADV_NORMAL on the rest change its flags only, and must copy nothing.
+ * The control, as in madv-advice: a DONTNEED in a table the child copies
+ * late still copies it. The mprotect() is timed beside the fork.
+ */
+static int vma_change_range_test(void)
+{
+    size_t size = scaled(512, 64) * MIB, last = size - PAGE_SIZE;
+    uint64_t *base = resident_region(size);
+    struct counters before, mid, flags, after, d1, d2, d3;
+    int active = async_fork_active(), conclusive = 0, status = 0;
+    struct sched_param fifo = { .sched_priority = 1 }, other = { 0 };
+    char *rest = (char *)base;
+    uint64_t t0, fork_ns, mprotect_ns;
+    cpu_set_t saved, one;
+    char desc[128];
+
+    sched_getaffinity(0, sizeof(saved), &saved);
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    sched_setaffinity(0, sizeof(one), &one);
+    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
+        info("SCHED_FIFO: %s: the child may copy first", strerror(errno));
+    for (int round = 0; round < MADV_ROUNDS && !conclusive && !status; round++) {
+        pid_t pid;
+
+        read_counters(&before);
+        t0 = now_ns();
+        pid = fork_or_die();
+        if (pid == 0)
+            check_child(base, size);
+        fork_ns = now_ns() - t0;
+        t0 = now_ns();
+        if (mprotect(rest + last, PAGE_SIZE, PROT_READ) != 0)
+            status = fail("mprotect of the last page: %s", strerror(errno));
+        mprotect_ns = now_ns() - t0;
+        read_counters(&mid);
+        if (madvise(rest, last, MADV_RANDOM) != 0 || madvise(rest, last, MADV_NORMAL) != 0)
+            status = fail("madvise(MADV_RANDOM/NORMAL): %s", strerror(errno));
+        read_counters(&flags);
+        madvise(rest + size / 2, PAGE_SIZE, MADV_DONTNEED);
+        read_counters(&after);
+        wait_child(pid, desc, sizeof(desc));
+        if (strcmp(desc, "exit 0") != 0)
+            status = fail("the child: %s", desc);
+        base[size / 2 / sizeof(uint64_t)] = size / 2 / PAGE_SIZE;
+        if (mprotect(rest + last, PAGE_SIZE, PROT_READ | PROT_WRITE) != 0)
+            status = fail("mprotect back: %s", strerror(errno));
+        if (active <= 0)
+            break;
+        counters_delta(&d1, &before, &mid);
+        counters_delta(&d2, &mid, &flags);
+        counters_delta(&d3, &flags, &after);
+        conclusive = d3.v[C_MADVISE] > 0;
+        info("%zu MiB: fork %.2f ms, then a 4 KiB mprotect() at the end %.2f ms copying %llu "
+             "table(s); MADV_RANDOM+NORMAL copying %llu", size / MIB, fork_ns / 1e6,
+             mprotect_ns / 1e6, d1.v[C_VMA] + d1.v[C_ZAP], d2.v[C_VMA] + d2.v[C_MADVISE]);
+        if (inject_here())
+            d2.v[C_VMA] = 1;
+        if (d1.v[C_VMA] + d1.v[C_ZAP] > 1)
+            status = fail("a 4 KiB mprotect() at the end of the region made the parent copy "
+                          "%llu tables: one at most (the table it splits)",
+                          d1.v[C_VMA] + d1.v[C_ZAP]);
+        else if (d2.v[C_VMA] || d2.v[C_MADVISE])
+            status = fail("MADV_RANDOM and MADV_NORMAL (flags only) made the parent copy %llu "
+                          "tables", d2.v[C_VMA] + d2.v[C_MADVISE]);
+    }
+    sched_setscheduler(0, SCHED_OTHER, &other);
+    sched_setaffinity(0, sizeof(saved), &saved);
+    unmap(base, size);
+    if (active > 0 && !conclusive && !status)
+        return fail("in %d rounds the child always copied before the parent's changes: the "
+                    "test proves nothing here", MADV_ROUNDS);
+    return status;
+}
+
 /* ---- oom-parent: an OOM-killed parent frees, it does not copy ---- */
 
 #define CG_ROOT "/sys/fs/cgroup"
@@ -368,6 +451,8 @@ const struct test_case session_tests[] = {
       "once, by the child or the parent (by cause)", counters_test },
     { "madv-advice", "madvise WILLNEED/NORMAL/COLD right after fork copies no table "
       "(counters), DONTNEED still does", madv_advice_test },
+    { "vma-change-range", "a 4 KiB mprotect() at the end of a region right after fork copies "
+      "one table at most, a flags-only change none (counters)", vma_change_range_test },
     { "oom-parent", "a 1 GiB process in a memory cgroup forks, then the limit drops under "
       "its usage: OOM-killed, it must not copy tables for its child as it exits (counters)",
       oom_parent_test },
