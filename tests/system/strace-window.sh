@@ -7,6 +7,12 @@
 # mremap, mprotect, madvise and brk calls any thread of the parent made
 # between the clone and the read of the child's ready message.
 #
+# The load overwrites a small keyspace, so the dataset does not grow: a
+# dataset that grows during the window makes jemalloc map more heap (an
+# mmap of a new extent), which the window does not hold back
+# (docs/design.md, "The quiet window"); with a growing load (LPUSH) this
+# check failed about one run in seven.
+#
 # redis-afork (fork-quiet-window yes; the child waits 200 ms before it
 # signals, as a child copying a large page table would) must show none.
 # Stock Redis, checked over the shorter span from the clone to its next
@@ -39,8 +45,8 @@ bg_job() {
 }
 
 load_start() {
-    "$tree/src/redis-benchmark" -p "$port" -q -c 8 -n 100000000 -r 200000 \
-        -d 64 -t set,lpush >/dev/null 2>&1 &
+    "$tree/src/redis-benchmark" -p "$port" -q -c 8 -n 100000000 -r 1000 \
+        -d 64 -t set >/dev/null 2>&1 &
     load_pid=$!
     sleep 1
 }
