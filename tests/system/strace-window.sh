@@ -10,8 +10,8 @@
 # The load overwrites a small keyspace, so the dataset does not grow: a
 # dataset that grows during the window makes jemalloc map more heap (an
 # mmap of a new extent), which the window does not hold back
-# (docs/design.md, "The quiet window"); with a growing load (LPUSH) this
-# check failed about one run in seven.
+# (docs/design.md, "The quiet window"), so a growing load (LPUSH) made
+# this check fail now and then.
 #
 # redis-afork (fork-quiet-window yes; the child waits 200 ms before it
 # signals, as a child copying a large page table would) must show none.

@@ -174,6 +174,35 @@ static int counters_test(void)
     return status;
 }
 
+/* Parent and child on one CPU, the parent SCHED_FIFO and the child back to
+ * SCHED_OTHER (SCHED_RESET_ON_FORK): the child runs, and copies, only once
+ * the parent sleeps in wait_child(), so what the parent does right after
+ * fork() runs while every table is still pending. (Pinned alone, a debug
+ * kernel's slow system calls often let the child in first; on two CPUs a
+ * fast child can finish its copy first.) Without the privilege the rounds
+ * still race. The affinity before is kept in *saved. */
+static void parent_first(cpu_set_t *saved)
+{
+    struct sched_param fifo = { .sched_priority = 1 };
+    cpu_set_t one;
+
+    sched_getaffinity(0, sizeof(*saved), saved);
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    sched_setaffinity(0, sizeof(one), &one);
+    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
+        info("SCHED_FIFO: %s: the child may copy first", strerror(errno));
+}
+
+/* Back to SCHED_OTHER and the affinity parent_first() kept. */
+static void parent_first_end(const cpu_set_t *saved)
+{
+    struct sched_param other = { 0 };
+
+    sched_setscheduler(0, SCHED_OTHER, &other);
+    sched_setaffinity(0, sizeof(*saved), saved);
+}
+
 /* ---- madv-advice: advice that changes no page table copies nothing ---- */
 
 #define MADV_ROUNDS 20
@@ -188,22 +217,9 @@ static int madv_advice_test(void)
     struct counters before, mid, after, d1, d2;
     int active = async_fork_active(), conclusive = 0, status = 0;
     char desc[128];
-    cpu_set_t saved, one;
+    cpu_set_t saved;
 
-    /* Parent and child on one CPU, the parent SCHED_FIFO and the child
-     * back to SCHED_OTHER (SCHED_RESET_ON_FORK): the child runs, and
-     * copies, only once the parent sleeps in wait_child(), so the advice
-     * runs while every table is still pending. (Pinned alone, a debug
-     * kernel's slow madvise() often lets the child in first; on two CPUs
-     * a fast child can finish its copy before the advice runs.)
-     * Without the privilege the rounds still race, as before. */
-    struct sched_param fifo = { .sched_priority = 1 }, other = { 0 };
-    sched_getaffinity(0, sizeof(saved), &saved);
-    CPU_ZERO(&one);
-    CPU_SET(0, &one);
-    sched_setaffinity(0, sizeof(one), &one);
-    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
-        info("SCHED_FIFO: %s: the child may copy first", strerror(errno));
+    parent_first(&saved);
     for (int round = 0; round < MADV_ROUNDS && !conclusive && !status; round++) {
         pid_t pid;
 
@@ -236,8 +252,7 @@ static int madv_advice_test(void)
             status = fail("madvise WILLNEED/NORMAL/COLD made the parent copy %llu tables "
                           "(madvise) and %llu (vma)", d1.v[C_MADVISE], d1.v[C_VMA]);
     }
-    sched_setscheduler(0, SCHED_OTHER, &other);
-    sched_setaffinity(0, sizeof(saved), &saved);
+    parent_first_end(&saved);
     unmap(base, size);
     if (active > 0 && !conclusive && !status)
         return fail("in %d rounds the child always copied the last table before the parent's "
@@ -262,18 +277,12 @@ static int vma_change_range_test(void)
     uint64_t *base = resident_region(size);
     struct counters before, mid, flags, after, d1, d2, d3;
     int active = async_fork_active(), conclusive = 0, status = 0;
-    struct sched_param fifo = { .sched_priority = 1 }, other = { 0 };
     char *rest = (char *)base;
     uint64_t t0, fork_ns, mprotect_ns;
-    cpu_set_t saved, one;
+    cpu_set_t saved;
     char desc[128];
 
-    sched_getaffinity(0, sizeof(saved), &saved);
-    CPU_ZERO(&one);
-    CPU_SET(0, &one);
-    sched_setaffinity(0, sizeof(one), &one);
-    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
-        info("SCHED_FIFO: %s: the child may copy first", strerror(errno));
+    parent_first(&saved);
     for (int round = 0; round < MADV_ROUNDS && !conclusive && !status; round++) {
         pid_t pid;
 
@@ -318,8 +327,7 @@ static int vma_change_range_test(void)
             status = fail("MADV_RANDOM and MADV_NORMAL (flags only) made the parent copy %llu "
                           "tables", d2.v[C_VMA] + d2.v[C_MADVISE]);
     }
-    sched_setscheduler(0, SCHED_OTHER, &other);
-    sched_setaffinity(0, sizeof(saved), &saved);
+    parent_first_end(&saved);
     unmap(base, size);
     if (active > 0 && !conclusive && !status)
         return fail("in %d rounds the child always copied before the parent's changes: the "
