@@ -22,6 +22,15 @@
  *                    that keeps the lock across its stops makes a dozen).
  *                    The writes' waits are reported, not a verdict (a
  *                    timing under TCG is not a test).
+ *   exit-at-limit    a parent in a memory cgroup at its limit is SIGKILLed
+ *                    right after fork, before its child (kept off the CPU
+ *                    by the parent's SCHED_FIFO) has copied anything: its
+ *                    exit must give the child its tables without charging
+ *                    the cgroup past memory.max (memory.events "max" does
+ *                    not move, no OOM kill) and the child's snapshot is
+ *                    exact. A parent whose exit copied the tables would
+ *                    need one page per table over the limit, with a fatal
+ *                    signal pending.
  *   child-charge     the page tables of a child created in another memory
  *                    cgroup are charged where fork() charges them, to the
  *                    forking task's cgroup, also when the child copies them
@@ -38,6 +47,7 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -45,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -269,6 +280,161 @@ out:
     return rc;
 }
 
+/* ---- exit-at-limit ---- */
+
+/* The value of @key in @dir's memory.events, -1 if unreadable. */
+static long long memory_event(const char *dir, const char *key)
+{
+    char path[256], name[64];
+    long long v, found = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/memory.events", dir);
+    f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fscanf(f, "%63s %lld", name, &v) == 2)
+        if (strcmp(name, key) == 0)
+            found = v;
+    fclose(f);
+    return found;
+}
+
+/* The grandchild: once told, check the snapshot and report it. */
+static void limit_child(const uint64_t *base, size_t pages, uint64_t seed, int go_fd,
+                        int rep_fd)
+{
+    struct report r = { 0 };
+    size_t bad_page = 0;
+
+    if (wait_byte(go_fd) != 0)
+        _exit(2);
+    r.bad_words = check_pages(base, 0, pages, seed, &bad_page);
+    r.bad_page = bad_page;
+    r.checked_pages = pages;
+    send_report(rep_fd, &r);
+    _exit(0);
+}
+
+/* The parent, in the memory cgroup: fill, fork, say so, spin at SCHED_FIFO
+ * on CPU 0 (the child, SCHED_OTHER there, does not run) until killed. */
+static void limit_parent(size_t tables, uint64_t seed, int go[2], int rep[2], int said_fd)
+{
+    struct sched_param fifo = { .sched_priority = 1 };
+    size_t size = tables * HUGE_SIZE;
+    uint64_t *base;
+    pid_t child;
+
+    pin_to_cpu(0);
+    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
+        _exit(3);
+    base = map_anon(size, 1);
+    madvise(base, size, MADV_NOHUGEPAGE);
+    fill_pages(base, 0, size / PAGE_SIZE, seed);
+    child = fork();
+    if (child < 0)
+        _exit(4);
+    if (child == 0)
+        limit_child(base, size / PAGE_SIZE, inject_here() ? seed + 1 : seed, go[0], rep[1]);
+    if (write(said_fd, &child, sizeof(child)) != (ssize_t)sizeof(child))
+        _exit(5);
+    for (;;)
+        __asm__ volatile("" ::: "memory");
+}
+
+static int exit_at_limit(void)
+{
+    int go[2], rep[2], said[2], cg_fd = -1, rc = 0, status, active = afork_active();
+    unsigned long long exits = vmstat_counter("async_fork_copied_exit");
+    unsigned long long failed = vmstat_counter("async_fork_sessions_failed");
+    size_t tables = scaled(256, 32);
+    long long current, slack = (long long)(tables * PAGE_SIZE / 4), max0, max1, oom1;
+    int splats0[NSPLATS], splats1[NSPLATS];
+    char dir[128], path[256], value[32], how[128], last[256] = "";
+    struct report r = { 0 };
+    cpu_set_t saved;
+    pid_t parent, child = -1;
+
+    if (!getenv("AFORK_GUEST"))
+        return fail("this test changes cgroups: it runs only in the test guest (AFORK_GUEST=1)");
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        return fail("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+    snprintf(dir, sizeof(dir), CG_ROOT "/afork-exitlimit-%d", (int)getpid());
+    if (set_up_cgroup(dir, "memory", NULL, NULL, &cg_fd) != 0)
+        return -1;
+    if (slack < 32 * 1024)
+        slack = 32 * 1024;
+    count_splats(splats0, NULL, 0);
+    pipe_or_die(go);
+    pipe_or_die(rep);
+    pipe_or_die(said);
+    sched_getaffinity(0, sizeof(saved), &saved);
+    pin_to_cpu(1);
+    parent = clone_into(cg_fd);
+    if (parent < 0) {
+        rc = fail("clone3(CLONE_INTO_CGROUP): %s", strerror(errno));
+        goto out;
+    }
+    if (parent == 0)
+        limit_parent(tables, SEED, go, rep, said[1]);
+    close_end(said, 1);
+    if (read(said[0], &child, sizeof(child)) != (ssize_t)sizeof(child)) {
+        wait_child(parent, how, sizeof(how));
+        rc = fail("the parent ended with %s before it forked", how);
+        goto out;
+    }
+    /* The limit: what the cgroup uses now, and less than a quarter of the
+     * page tables that copies of the region's tables would take. */
+    snprintf(path, sizeof(path), "%s/memory.current", dir);
+    current = read_long_file(path);
+    max0 = memory_event(dir, "max");
+    snprintf(path, sizeof(path), "%s/memory.max", dir);
+    snprintf(value, sizeof(value), "%lld", current + slack);
+    if (current < 0 || max0 < 0 || write_file(path, value) != 0)
+        rc = fail("set %s to %s: %s", path, value, strerror(errno));
+    kill(parent, SIGKILL);
+    wait_child(parent, how, sizeof(how));
+    max1 = memory_event(dir, "max");
+    oom1 = memory_event(dir, "oom_kill");
+    write_file(path, "max");
+    exits = vmstat_counter("async_fork_copied_exit") - exits;
+    failed = vmstat_counter("async_fork_sessions_failed") - failed;
+    send_byte(go[1]);
+    close_end(rep, 1);
+    if (rc == 0 && recv_report(rep[0], &r) != 0)
+        rc = fail("no report from the child (its parent's exit gave it no snapshot)");
+    status = wait_child(child, how, sizeof(how));
+    count_splats(splats1, last, sizeof(last));
+    info("%zu tables of 2 MiB; memory.max = memory.current + %lld KiB when the parent was "
+         "killed; memory.events max %lld -> %lld, oom_kill %lld; %llu tables given at the "
+         "exit, sessions failed %llu%s", tables, slack / 1024, max0, max1, oom1, exits, failed,
+         active > 0 ? "" : " (no asynchronous fork)");
+    if (rc == 0 && r.bad_words)
+        rc = fail("the child's snapshot has %llu wrong words (first at page %llu)",
+                  (unsigned long long)r.bad_words, (unsigned long long)r.bad_page);
+    if (rc == 0 && !exited_ok(status))
+        rc = fail("the child ended with %s", how);
+    if (rc == 0)
+        rc = check_splats(splats0, splats1, last);
+    if (rc == 0 && active > 0 && failed)
+        rc = fail("the session failed at the parent's exit: the child lost its snapshot");
+    if (rc == 0 && active > 0 && max1 != max0)
+        rc = fail("the parent's exit charged its cgroup past memory.max (%lld times): it "
+                  "copied the tables it could have given", max1 - max0);
+    if (rc == 0 && active > 0 && exits < tables / 2)
+        rc = fail("%llu of %zu tables were left at the parent's exit: the child ran first, "
+                  "the test proves nothing", exits, tables);
+out:
+    sched_setaffinity(0, sizeof(saved), &saved);
+    close_pair(go);
+    close_pair(rep);
+    close_pair(said);
+    close(cg_fd);
+    if (rmdir(dir) != 0)
+        info("rmdir %s: %s", dir, strerror(errno));
+    return rc;
+}
+
 /* The child of child-charge: run (its tables are copied by then), wait. */
 static void charge_child(int started_fd, int go_fd)
 {
@@ -347,6 +513,8 @@ out:
 const struct test_case cgroup_tests[] = {
     { "throttled-child", "a child stopped by cpu.max mid-copy: exact snapshot, parent's wait",
       throttled_child },
+    { "exit-at-limit", "a parent SIGKILLed at its memory cgroup's limit before its child "
+      "copied: tables given at the exit, no charge past memory.max", exit_at_limit },
     { "child-charge", "a child created in another memory cgroup: its tables charged like fork's",
       child_charge },
     { 0 },

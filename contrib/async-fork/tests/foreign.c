@@ -6,10 +6,11 @@
  *                     cpu.max, has most tables left to copy, and a reader
  *                     of its /proc/PID/pagemap in another memory cgroup
  *                     holds its mm: the reader's mmput() is the last and
- *                     copies what is left (async_fork_copied_exit). Those
- *                     copies are charged to the forking task's cgroup, as
- *                     fork() charges them, not to the reader's (memory.stat
- *                     pagetables), and the child's snapshot is exact.
+ *                     gives the child what is left (async_fork_copied_exit).
+ *                     The reader's cgroup is charged no page table for it
+ *                     (memory.stat pagetables; a table the exit must copy
+ *                     is charged to the forking task's cgroup, as fork()
+ *                     charges it), and the child's snapshot is exact.
  *   foreign-oom-exit  the same, but the parent is OOM-killed in its memory
  *                     cgroup instead of exiting: no table is copied at the
  *                     exit the reader runs, the session fails and the child
@@ -257,10 +258,10 @@ static int exit_verdict(struct foreign *f, struct outcome *o, const char *reader
         rc = fail("no pagetables line in %s/memory.stat", reader_cg);
     else if (o->exits && charged >= (long long)(o->exits * PAGE_SIZE / 2))
         rc = fail("the reader's cgroup was charged %lld bytes of page tables for the %llu "
-                  "tables it copied at the parent's exit: charged to the task that dropped "
+                  "tables it gave at the parent's exit: charged to the task that dropped "
                   "the last reference, not the forking task's cgroup", charged, o->exits);
     else if (active > 0 && o->exits < o->tables / 4)
-        rc = fail("%llu of %zu tables were copied at the exit: the child copied the rest "
+        rc = fail("%llu of %zu tables were given at the exit: the child copied the rest "
                   "first, the test proves nothing", o->exits, o->tables);
     if (wait_flag(&f->child_checked) != 0)
         return rc ? rc : fail("the child never checked its snapshot");
@@ -362,7 +363,7 @@ static int foreign_round(int oom)
     if (rc == 0)
         rc = run_round(f, &cg, &parent, oom, &o);
     if (rc == 0) {
-        info("%zu tables of 2 MiB; deferred %llu, copied at the exit the reader ran %llu, "
+        info("%zu tables of 2 MiB; deferred %llu, given at the exit the reader ran %llu, "
              "sessions failed %llu%s", o.tables, o.deferred, o.exits, o.failed,
              active > 0 ? "" : " (no asynchronous fork)");
         info("the reader's cgroup, pagetables before the fork and after it ran the exit: "
@@ -402,7 +403,7 @@ static int foreign_oom_exit(void)
 
 const struct test_case foreign_tests[] = {
     { "foreign-exit", "a parent exits while a reader of its pagemap holds its mm: the "
-      "reader copies what the child has not, charged to the parent's cgroup", foreign_exit },
+      "reader gives the child what it has not copied, charging the reader nothing", foreign_exit },
     { "foreign-oom-exit", "the same with the parent OOM-killed: the reader's exit copies "
       "nothing, the child is killed", foreign_oom_exit },
     { NULL, NULL, NULL },
