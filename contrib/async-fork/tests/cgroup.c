@@ -31,6 +31,16 @@
  *                    exact. A parent whose exit copied the tables would
  *                    need one page per table over the limit, with a fatal
  *                    signal pending.
+ *   oom-reap-child   the OOM killer chooses a child that is still copying,
+ *                    kept off the CPU (its parent SCHED_FIFO on it, RT
+ *                    throttling and the CPU's fair server off for the
+ *                    test), when memory.max drops
+ *                    under the usage: the OOM reaper must reap it at
+ *                    once, not retry until it gives up ("unable to reap"),
+ *                    which leaves the OOM killer to choose a second victim
+ *                    while the first one holds its memory. The session
+ *                    fails, the child dies of SIGKILL, the parent's memory
+ *                    stays.
  *   child-charge     the page tables of a child created in another memory
  *                    cgroup are charged where fork() charges them, to the
  *                    forking task's cgroup, also when the child copies them
@@ -55,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -435,6 +446,172 @@ out:
     return rc;
 }
 
+/* ---- oom-reap-child ---- */
+
+#define RT_RUNTIME "/proc/sys/kernel/sched_rt_runtime_us"
+#define FAIR_SERVER "/sys/kernel/debug/sched/fair_server/cpu0/runtime"
+
+/* The parent, in the memory cgroup: fill, fork, say so, then keep CPU 0 at
+ * SCHED_FIFO (the child, SCHED_OTHER there, does not run) until told;
+ * then check its own memory, report, exit. */
+static void reap_parent(size_t tables, atomic_int *release, int said_fd, int rep_fd)
+{
+    struct sched_param fifo = { .sched_priority = 1 }, other = { 0 };
+    size_t size = tables * HUGE_SIZE, bad_page = 0;
+    struct report r = { 0 };
+    uint64_t *base;
+    pid_t child;
+
+    pin_to_cpu(0);
+    if (write_file("/proc/self/oom_score_adj", "-1000") != 0 ||
+        sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
+        _exit(3);
+    base = map_anon(size, 1);
+    madvise(base, size, MADV_NOHUGEPAGE);
+    fill_pages(base, 0, size / PAGE_SIZE, SEED);
+    child = fork();
+    if (child < 0)
+        _exit(4);
+    if (child == 0)
+        for (;;)
+            pause();
+    if (write(said_fd, &child, sizeof(child)) != (ssize_t)sizeof(child))
+        _exit(5);
+    while (!atomic_load(release))
+        ;
+    sched_setscheduler(0, SCHED_OTHER, &other);
+    r.bad_words = check_pages(base, 0, size / PAGE_SIZE, inject_here() ? SEED + 1 : SEED,
+                              &bad_page);
+    r.bad_page = bad_page;
+    send_report(rep_fd, &r);
+    _exit(0);
+}
+
+/* Count @fmt (with the child's pid) in the kernel log. */
+static int log_count_pid(const char *fmt, pid_t pid)
+{
+    char what[96];
+
+    snprintf(what, sizeof(what), fmt, (int)pid);
+    return kernel_log_count(what, NULL, 0);
+}
+
+static int oom_reap_child(void)
+{
+    int said[2], rep[2], cg_fd = -1, rc = 0, status, active = afork_active();
+    int gave_up0, gave_up = 0, reaped = 0, killed = 0;
+    unsigned long long failed = vmstat_counter("async_fork_sessions_failed");
+    size_t tables = scaled(256, 32);
+    char dir[128], path[256], value[32], how[128], rt_runtime[32] = "950000";
+    char fair_runtime[32] = "";
+    atomic_int *release = mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE,
+                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    struct report r = { 0 };
+    cpu_set_t saved;
+    long current, rt, fair;
+    pid_t parent, child = -1;
+
+    if (!getenv("AFORK_GUEST"))
+        return fail("this test changes cgroups: it runs only in the test guest (AFORK_GUEST=1)");
+    if (release == MAP_FAILED)
+        die_errno("mmap");
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        return fail("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+    snprintf(dir, sizeof(dir), CG_ROOT "/afork-reap-%d", (int)getpid());
+    if (set_up_cgroup(dir, "memory", "memory.swap.max", "0", &cg_fd) != 0)
+        return -1;
+    /* The parent keeps CPU 0 for seconds: no RT throttling meanwhile, and
+     * no fair server (6.12 and later) running the child there anyway. */
+    rt = read_long_file(RT_RUNTIME);
+    if (rt != 0)
+        snprintf(rt_runtime, sizeof(rt_runtime), "%ld", rt);
+    if (access(FAIR_SERVER, F_OK) != 0)
+        mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
+    fair = read_long_file(FAIR_SERVER);
+    if (fair > 0)
+        snprintf(fair_runtime, sizeof(fair_runtime), "%ld", fair);
+    if (write_file(RT_RUNTIME, "-1") != 0)
+        return fail("write -1 to " RT_RUNTIME ": %s", strerror(errno));
+    if (fair > 0 && write_file(FAIR_SERVER, "0") != 0)
+        rc = fail("write 0 to " FAIR_SERVER ": %s", strerror(errno));
+    pipe_or_die(said);
+    pipe_or_die(rep);
+    sched_getaffinity(0, sizeof(saved), &saved);
+    pin_to_cpu(1);
+    parent = rc ? -1 : clone_into(cg_fd);
+    if (parent < 0) {
+        rc = rc ? rc : fail("clone3(CLONE_INTO_CGROUP): %s", strerror(errno));
+        goto out;
+    }
+    if (parent == 0)
+        reap_parent(tables, release, said[1], rep[1]);
+    close_end(said, 1);
+    close_end(rep, 1);
+    if (read(said[0], &child, sizeof(child)) != (ssize_t)sizeof(child)) {
+        wait_child(parent, how, sizeof(how));
+        rc = fail("the parent ended with %s before it forked", how);
+        goto out;
+    }
+    /* The child, still copying, is the OOM killer's choice. */
+    snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)child);
+    if (write_file(path, "1000") != 0)
+        rc = fail("write %s: %s", path, strerror(errno));
+    gave_up0 = log_count_pid("oom_reaper: unable to reap pid:%d ", child);
+    /* Half the usage, no swap: the kernel OOM-kills in this write until no
+     * task is left to kill (the parent's oom_score_adj is -1000); the
+     * reaper gets the victim 2 s after the kill, and retries for 1 s. */
+    snprintf(path, sizeof(path), "%s/memory.current", dir);
+    current = read_long_file(path);
+    snprintf(path, sizeof(path), "%s/memory.max", dir);
+    snprintf(value, sizeof(value), "%ld", current / 2);
+    if (rc == 0 && (current <= 0 || write_file(path, value) != 0))
+        rc = fail("memory.max = %s: %s", value, strerror(errno));
+    sleep(2);
+    killed = log_count_pid("Killed process %d ", child);
+    reaped = log_count_pid("oom_reaper: reaped process %d ", child);
+    gave_up = log_count_pid("oom_reaper: unable to reap pid:%d ", child) - gave_up0;
+    failed = vmstat_counter("async_fork_sessions_failed") - failed;
+    write_file(path, "max");
+    atomic_store(release, 1);
+    if (recv_report(rep[0], &r) != 0 && rc == 0)
+        rc = fail("no report from the parent");
+    status = wait_child(parent, how, sizeof(how));
+    if (rc == 0 && !exited_ok(status))
+        rc = fail("the parent ended with %s", how);
+    status = wait_child(child, how, sizeof(how));
+    info("%zu tables of 2 MiB, the child kept off the CPU: OOM-killed %s, reaped %s, the "
+         "reaper gave up %d times; sessions failed %llu; the child ended with %s%s", tables,
+         killed > 0 ? "yes" : "no", reaped > 0 ? "yes" : "no", gave_up, failed, how,
+         active > 0 ? "" : " (no asynchronous fork)");
+    if (rc == 0 && r.bad_words)
+        rc = fail("the parent's memory has %llu wrong words (first at page %llu)",
+                  (unsigned long long)r.bad_words, (unsigned long long)r.bad_page);
+    if (rc == 0 && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+        rc = fail("the child was not killed: it ended with %s", how);
+    if (rc == 0 && killed <= 0)
+        rc = fail("the OOM killer did not choose the child: the test proves nothing");
+    if (rc == 0 && gave_up)
+        rc = fail("the OOM reaper gave up on the child, still copying: the OOM killer may "
+                  "choose a second victim while the first holds its memory");
+    if (rc == 0 && reaped <= 0)
+        rc = fail("the OOM reaper did not reap the child");
+    if (rc == 0 && active > 0 && !failed)
+        rc = fail("no session failed: the child had copied everything before the OOM, the "
+                  "test proves nothing");
+out:
+    if (fair_runtime[0])
+        write_file(FAIR_SERVER, fair_runtime);
+    write_file(RT_RUNTIME, rt_runtime);
+    sched_setaffinity(0, sizeof(saved), &saved);
+    close_pair(said);
+    close_pair(rep);
+    close(cg_fd);
+    munmap(release, PAGE_SIZE);
+    if (rmdir(dir) != 0)
+        info("rmdir %s: %s", dir, strerror(errno));
+    return rc;
+}
+
 /* The child of child-charge: run (its tables are copied by then), wait. */
 static void charge_child(int started_fd, int go_fd)
 {
@@ -515,6 +692,8 @@ const struct test_case cgroup_tests[] = {
       throttled_child },
     { "exit-at-limit", "a parent SIGKILLed at its memory cgroup's limit before its child "
       "copied: tables given at the exit, no charge past memory.max", exit_at_limit },
+    { "oom-reap-child", "the OOM killer chooses a child still copying, kept off the CPU: "
+      "reaped at once, the reaper does not give up", oom_reap_child },
     { "child-charge", "a child created in another memory cgroup: its tables charged like fork's",
       child_charge },
     { 0 },
