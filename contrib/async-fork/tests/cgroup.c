@@ -24,7 +24,8 @@
  *                    timing under TCG is not a test).
  *   exit-at-limit    a parent in a memory cgroup at its limit is SIGKILLed
  *                    right after fork, before its child (kept off the CPU
- *                    by the parent's SCHED_FIFO) has copied anything: its
+ *                    by the parent's SCHED_FIFO, RT throttling and the
+ *                    CPU's fair server off) has copied anything: its
  *                    exit must give the child its tables without charging
  *                    the cgroup past memory.max (memory.events "max" does
  *                    not move, no OOM kill) and the child's snapshot is
@@ -291,25 +292,47 @@ out:
     return rc;
 }
 
-/* ---- exit-at-limit ---- */
+/* ---- CPU 0 for a SCHED_FIFO parent alone ---- */
 
-/* The value of @key in @dir's memory.events, -1 if unreadable. */
-static long long memory_event(const char *dir, const char *key)
+#define RT_RUNTIME "/proc/sys/kernel/sched_rt_runtime_us"
+#define FAIR_SERVER "/sys/kernel/debug/sched/fair_server/cpu0/runtime"
+
+/* What cpu0_fifo_only() changed, to put back. */
+struct cpu0_saved {
+    char rt_runtime[32];
+    char fair_runtime[32];
+};
+
+/* A parent at SCHED_FIFO on CPU 0 keeps its child there off the CPU for as
+ * long as it runs: no RT throttling meanwhile, and no fair server (6.12
+ * and later), which would run the child once it had waited a while. */
+static int cpu0_fifo_only(struct cpu0_saved *saved)
 {
-    char path[256], name[64];
-    long long v, found = -1;
-    FILE *f;
+    long rt = read_long_file(RT_RUNTIME), fair;
 
-    snprintf(path, sizeof(path), "%s/memory.events", dir);
-    f = fopen(path, "r");
-    if (!f)
-        return -1;
-    while (fscanf(f, "%63s %lld", name, &v) == 2)
-        if (strcmp(name, key) == 0)
-            found = v;
-    fclose(f);
-    return found;
+    snprintf(saved->rt_runtime, sizeof(saved->rt_runtime), "%ld", rt != 0 ? rt : 950000);
+    saved->fair_runtime[0] = 0;
+    if (access(FAIR_SERVER, F_OK) != 0)
+        mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
+    fair = read_long_file(FAIR_SERVER);
+    if (write_file(RT_RUNTIME, "-1") != 0)
+        return fail("write -1 to " RT_RUNTIME ": %s", strerror(errno));
+    if (fair > 0) {
+        snprintf(saved->fair_runtime, sizeof(saved->fair_runtime), "%ld", fair);
+        if (write_file(FAIR_SERVER, "0") != 0)
+            return fail("write 0 to " FAIR_SERVER ": %s", strerror(errno));
+    }
+    return 0;
 }
+
+static void cpu0_restore(const struct cpu0_saved *saved)
+{
+    if (saved->fair_runtime[0])
+        write_file(FAIR_SERVER, saved->fair_runtime);
+    write_file(RT_RUNTIME, saved->rt_runtime);
+}
+
+/* ---- exit-at-limit ---- */
 
 /* The grandchild: once told, check the snapshot and report it. */
 static void limit_child(const uint64_t *base, size_t pages, uint64_t seed, int go_fd,
@@ -337,11 +360,11 @@ static void limit_parent(size_t tables, uint64_t seed, int go[2], int rep[2], in
     pid_t child;
 
     pin_to_cpu(0);
-    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
-        _exit(3);
     base = map_anon(size, 1);
     madvise(base, size, MADV_NOHUGEPAGE);
     fill_pages(base, 0, size / PAGE_SIZE, seed);
+    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
+        _exit(3);
     child = fork();
     if (child < 0)
         _exit(4);
@@ -363,6 +386,7 @@ static int exit_at_limit(void)
     int splats0[NSPLATS], splats1[NSPLATS];
     char dir[128], path[256], value[32], how[128], last[256] = "";
     struct report r = { 0 };
+    struct cpu0_saved cpu0;
     cpu_set_t saved;
     pid_t parent, child = -1;
 
@@ -375,6 +399,11 @@ static int exit_at_limit(void)
         return -1;
     if (slack < 32 * 1024)
         slack = 32 * 1024;
+    if (cpu0_fifo_only(&cpu0) != 0) {
+        cpu0_restore(&cpu0);
+        rmdir(dir);
+        return -1;
+    }
     count_splats(splats0, NULL, 0);
     pipe_or_die(go);
     pipe_or_die(rep);
@@ -398,15 +427,15 @@ static int exit_at_limit(void)
      * page tables that copies of the region's tables would take. */
     snprintf(path, sizeof(path), "%s/memory.current", dir);
     current = read_long_file(path);
-    max0 = memory_event(dir, "max");
+    max0 = cgroup_event(dir, "max");
     snprintf(path, sizeof(path), "%s/memory.max", dir);
     snprintf(value, sizeof(value), "%lld", current + slack);
     if (current < 0 || max0 < 0 || write_file(path, value) != 0)
         rc = fail("set %s to %s: %s", path, value, strerror(errno));
     kill(parent, SIGKILL);
     wait_child(parent, how, sizeof(how));
-    max1 = memory_event(dir, "max");
-    oom1 = memory_event(dir, "oom_kill");
+    max1 = cgroup_event(dir, "max");
+    oom1 = cgroup_event(dir, "oom_kill");
     write_file(path, "max");
     exits = vmstat_counter("async_fork_copied_exit") - exits;
     failed = vmstat_counter("async_fork_sessions_failed") - failed;
@@ -436,6 +465,7 @@ static int exit_at_limit(void)
         rc = fail("%llu of %zu tables were left at the parent's exit: the child ran first, "
                   "the test proves nothing", exits, tables);
 out:
+    cpu0_restore(&cpu0);
     sched_setaffinity(0, sizeof(saved), &saved);
     close_pair(go);
     close_pair(rep);
@@ -448,8 +478,6 @@ out:
 
 /* ---- oom-reap-child ---- */
 
-#define RT_RUNTIME "/proc/sys/kernel/sched_rt_runtime_us"
-#define FAIR_SERVER "/sys/kernel/debug/sched/fair_server/cpu0/runtime"
 
 /* The parent, in the memory cgroup: fill, fork, say so, then keep CPU 0 at
  * SCHED_FIFO (the child, SCHED_OTHER there, does not run) until told;
@@ -463,12 +491,12 @@ static void reap_parent(size_t tables, atomic_int *release, int said_fd, int rep
     pid_t child;
 
     pin_to_cpu(0);
-    if (write_file("/proc/self/oom_score_adj", "-1000") != 0 ||
-        sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
-        _exit(3);
     base = map_anon(size, 1);
     madvise(base, size, MADV_NOHUGEPAGE);
     fill_pages(base, 0, size / PAGE_SIZE, SEED);
+    if (write_file("/proc/self/oom_score_adj", "-1000") != 0 ||
+        sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
+        _exit(3);
     child = fork();
     if (child < 0)
         _exit(4);
@@ -502,13 +530,13 @@ static int oom_reap_child(void)
     int gave_up0, gave_up = 0, reaped = 0, killed = 0;
     unsigned long long failed = vmstat_counter("async_fork_sessions_failed");
     size_t tables = scaled(256, 32);
-    char dir[128], path[256], value[32], how[128], rt_runtime[32] = "950000";
-    char fair_runtime[32] = "";
+    char dir[128], path[256], value[32], how[128];
+    struct cpu0_saved cpu0;
     atomic_int *release = mmap(NULL, PAGE_SIZE, PROT_READ | PROT_WRITE,
                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     struct report r = { 0 };
     cpu_set_t saved;
-    long current, rt, fair;
+    long current;
     pid_t parent, child = -1;
 
     if (!getenv("AFORK_GUEST"))
@@ -520,20 +548,7 @@ static int oom_reap_child(void)
     snprintf(dir, sizeof(dir), CG_ROOT "/afork-reap-%d", (int)getpid());
     if (set_up_cgroup(dir, "memory", "memory.swap.max", "0", &cg_fd) != 0)
         return -1;
-    /* The parent keeps CPU 0 for seconds: no RT throttling meanwhile, and
-     * no fair server (6.12 and later) running the child there anyway. */
-    rt = read_long_file(RT_RUNTIME);
-    if (rt != 0)
-        snprintf(rt_runtime, sizeof(rt_runtime), "%ld", rt);
-    if (access(FAIR_SERVER, F_OK) != 0)
-        mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
-    fair = read_long_file(FAIR_SERVER);
-    if (fair > 0)
-        snprintf(fair_runtime, sizeof(fair_runtime), "%ld", fair);
-    if (write_file(RT_RUNTIME, "-1") != 0)
-        return fail("write -1 to " RT_RUNTIME ": %s", strerror(errno));
-    if (fair > 0 && write_file(FAIR_SERVER, "0") != 0)
-        rc = fail("write 0 to " FAIR_SERVER ": %s", strerror(errno));
+    rc = cpu0_fifo_only(&cpu0);
     pipe_or_die(said);
     pipe_or_die(rep);
     sched_getaffinity(0, sizeof(saved), &saved);
@@ -599,9 +614,7 @@ static int oom_reap_child(void)
         rc = fail("no session failed: the child had copied everything before the OOM, the "
                   "test proves nothing");
 out:
-    if (fair_runtime[0])
-        write_file(FAIR_SERVER, fair_runtime);
-    write_file(RT_RUNTIME, rt_runtime);
+    cpu0_restore(&cpu0);
     sched_setaffinity(0, sizeof(saved), &saved);
     close_pair(said);
     close_pair(rep);

@@ -567,3 +567,21 @@ long long cgroup_pagetables(const char *dir)
     fclose(f);
     return v;
 }
+
+/* The value of @key in @dir's memory.events, -1 if unreadable. */
+long long cgroup_event(const char *dir, const char *key)
+{
+    char path[256], name[64];
+    long long v, found = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/memory.events", dir);
+    f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fscanf(f, "%63s %lld", name, &v) == 2)
+        if (strcmp(name, key) == 0)
+            found = v;
+    fclose(f);
+    return found;
+}

@@ -143,6 +143,8 @@ pid_t clone_into(int cgroup_fd);
  * unreadable), once the kernel has folded in what changed so far: it waits
  * 2.5 s first. */
 long long cgroup_pagetables(const char *dir);
+/* The value of @key in @dir's memory.events, -1 if unreadable. */
+long long cgroup_event(const char *dir, const char *key);
 
 /* Test tables of each source file. */
 extern const struct test_case snapshot_tests[];

@@ -10,7 +10,9 @@
  *                     The reader's cgroup is charged no page table for it
  *                     (memory.stat pagetables; a table the exit must copy
  *                     is charged to the forking task's cgroup, as fork()
- *                     charges it), and the child's snapshot is exact.
+ *                     charges it), the parent's cgroup, at its limit by
+ *                     then, does not go past memory.max (memory.events),
+ *                     and the child's snapshot is exact.
  *   foreign-oom-exit  the same, but the parent is OOM-killed in its memory
  *                     cgroup instead of exiting: no table is copied at the
  *                     exit the reader runs, the session fails and the child
@@ -242,6 +244,7 @@ struct outcome {
     size_t tables;
     unsigned long long exits, failed, deferred;
     long long reader_pt0, reader_pt1;
+    long long slack, max0, max1;    /* the parent's cgroup at its limit */
     char child_how[128];
 };
 
@@ -260,6 +263,10 @@ static int exit_verdict(struct foreign *f, struct outcome *o, const char *reader
         rc = fail("the reader's cgroup was charged %lld bytes of page tables for the %llu "
                   "tables it gave at the parent's exit: charged to the task that dropped "
                   "the last reference, not the forking task's cgroup", charged, o->exits);
+    else if (o->max1 != o->max0)
+        rc = fail("the exit the reader ran took the parent's cgroup past memory.max (%lld "
+                  "times, the limit %lld KiB over its usage): it copied the tables it could "
+                  "have given", o->max1 - o->max0, o->slack / 1024);
     else if (active > 0 && o->exits < o->tables / 4)
         rc = fail("%llu of %zu tables were given at the exit: the child copied the rest "
                   "first, the test proves nothing", o->exits, o->tables);
@@ -297,8 +304,27 @@ static int oom_verdict(struct foreign *f, struct outcome *o, int active)
     return rc;
 }
 
+/* Once the parent has exited, its cgroup's limit: the usage and a quarter
+ * of the page tables that copies of the region's tables would take. */
+static int limit_parent_cgroup(const struct cgroups *cg, struct outcome *o)
+{
+    char path[256], value[32];
+    long current;
+
+    o->slack = (long long)(o->tables * PAGE_SIZE / 4);
+    snprintf(path, sizeof(path), "%s/memory.current", cg->parent);
+    current = read_long_file(path);
+    o->max0 = cgroup_event(cg->parent, "max");
+    snprintf(path, sizeof(path), "%s/memory.max", cg->parent);
+    snprintf(value, sizeof(value), "%lld", current + o->slack);
+    if (current <= 0 || o->max0 < 0 || write_file(path, value) != 0)
+        return fail("memory.max = %s: %s", value, strerror(errno));
+    return 0;
+}
+
 /* Fork, end the parent (exit or OOM kill), then let the reader drop the
- * last reference; the counters and charges around it into @o. */
+ * last reference; the counters and charges around it into @o. Where the
+ * parent exits, its cgroup is at its limit when the reader drops it. */
 static int run_round(struct foreign *f, const struct cgroups *cg, pid_t *parent, int oom,
                      struct outcome *o)
 {
@@ -319,10 +345,19 @@ static int run_round(struct foreign *f, const struct cgroups *cg, pid_t *parent,
     *parent = -1;
     if (rc == 0 && strcmp(how, oom ? "signal 9 (Killed)" : "exit 0") != 0)
         rc = fail("the parent ended with %s", how);
+    if (rc == 0 && !oom)
+        rc = limit_parent_cgroup(cg, o);
     /* The parent is gone: the reader's reference is the last. */
     atomic_store(&f->wake_reader, 1);
     if (wait_flag(&f->reader_done) != 0)
         return rc ? rc : fail("the reader's read never returned");
+    if (!oom) {
+        char path[256];
+
+        o->max1 = cgroup_event(cg->parent, "max");
+        snprintf(path, sizeof(path), "%s/memory.max", cg->parent);
+        write_file(path, "max");
+    }
     o->reader_pt1 = cgroup_pagetables(cg->reader);
     o->exits = vmstat_counter("async_fork_copied_exit") - exit0;
     o->failed = vmstat_counter("async_fork_sessions_failed") - failed0;
@@ -369,6 +404,9 @@ static int foreign_round(int oom)
         info("the reader's cgroup, pagetables before the fork and after it ran the exit: "
              "%lld -> %lld bytes (the region's tables: %lld)", o.reader_pt0, o.reader_pt1,
              (long long)o.tables * PAGE_SIZE);
+        if (!oom)
+            info("the parent's cgroup at its usage + %lld KiB when the reader ran the exit: "
+                 "memory.events max %lld -> %lld", o.slack / 1024, o.max0, o.max1);
         rc = oom ? oom_verdict(f, &o, active) : exit_verdict(f, &o, cg.reader, active);
         info("the child ended with %s", o.child_how);
     }
