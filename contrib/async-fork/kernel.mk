@@ -107,7 +107,7 @@ INJECT ?=
 BOOT_OUT ?= $(KERNEL_OUT)/boot-$(KERNEL)
 kernel-boot:
 	@$(AFORK_KDIR)/scripts/boot.sh --kernel $(KERNEL_OUT)/$(if $(filter debug trace,$(KERNEL)),patched/obj-$(KERNEL),$(KERNEL)/obj)/arch/x86/boot/bzImage \
-	    --initrd $(KERNEL_OUT)/initramfs.cpio --out $(BOOT_OUT) --label $(KERNEL) \
+	    --initrd $(KERNEL_OUT)/initramfs.cpio --out $(BOOT_OUT) --label $(KERNEL) --numa 2 \
 	    --tests $(TESTS) $(if $(SYSCTL),--sysctl $(SYSCTL)) $(if $(TRACE),--append afork.trace=$(TRACE)) \
 	    $(if $(INJECT),--inject $(INJECT))
 

@@ -23,7 +23,8 @@
 #                       the CPUs split evenly between them (N must divide
 #                       both), a CPU socket per node (CPUs of one socket in
 #                       two nodes make the kernel warn); for the kernel's
-#                       migration selftests
+#                       migration selftests and cpuset-mems (make kernel-test
+#                       and make kernel-boot boot the suite with 2)
 #   --kunit SUITES      comma list of KUnit suites built into the kernel: each
 #                       must report "ok" on the console (they run at boot)
 # Environment: AFORK_ACCEL=kvm|tcg forces the accelerator.

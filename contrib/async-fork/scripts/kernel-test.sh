@@ -341,8 +341,10 @@ run_suite() {
         run_scale=$debug_scale
         run_forktime=512
     fi
+    # Two NUMA nodes, a CPU each: cpuset-mems moves a parent between them.
     args=(--kernel "$(image_of "$kernel")" --initrd "$initramfs" --out "$results/$label"
           --label "$label" --mode "${mode:-default}" --tests "$tests" --scale "$run_scale"
+          --numa 2
           --stress "$stress" --forktime "$run_forktime" --timeout "$(limit "$boot_timeout")"
           --expect "$(expected_steps)")
     [ -n "$sysctls" ] && args+=(--sysctl "$sysctls")

@@ -42,6 +42,18 @@
  *                    while the first one holds its memory. The session
  *                    fails, the child dies of SIGKILL, the parent's memory
  *                    stays.
+ *   cpuset-mems      the memory nodes of the cpuset of a parent and its
+ *                    child change (0 -> 1) while the child, held back by
+ *                    cpu.max (1 ms per second), has most tables left: the
+ *                    kernel rebinds the memory policy of each VMA of both
+ *                    (mpol_rebind_mm() write-locks them all, under
+ *                    cpuset's global locks) and migrates the pages to node
+ *                    1 under the tables the child has not copied. The
+ *                    change must neither copy a table for the child nor
+ *                    wait for it (60 s at most), the pages must
+ *                    move, and the child's snapshot and the parent's
+ *                    memory stay exact. Needs two NUMA nodes (boot.sh
+ *                    --numa 2) and CONFIG_CPUSETS.
  *   child-charge     the page tables of a child created in another memory
  *                    cgroup are charged where fork() charges them, to the
  *                    forking task's cgroup, also when the child copies them
@@ -625,6 +637,234 @@ out:
     return rc;
 }
 
+/* ---- cpuset-mems ---- */
+
+#define MEMS_WAIT_S 60              /* the cpuset change may take this long */
+#define MEMS_QUOTA "1000 1000000"   /* cpu.max of the child: 1 ms per second */
+
+struct mems_shared {
+    atomic_int written;             /* the cpuset change returned */
+    int write_rc;
+    char top[128];
+};
+
+/* How many of @tables sampled pages (one per 2 MiB) are on node 1. */
+static long pages_on_node1(const uint64_t *base, size_t tables)
+{
+    void *pages[1024];
+    int status[1024];
+    size_t n = tables < 1024 ? tables : 1024;
+    long on1 = 0;
+
+    for (size_t i = 0; i < n; i++)
+        pages[i] = (char *)base + i * HUGE_SIZE;
+    if (syscall(SYS_move_pages, 0, n, pages, NULL, status, 0) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        on1 += status[i] == 1;
+    return on1;
+}
+
+/* The parent, in top/parent: fill (on node 0), fork the child into the
+ * throttled top/child, say so, and once told report its memory and where
+ * it is. The child reports its snapshot. */
+static void mems_parent(size_t tables, int child_cg, int said_fd, int go_fd, int rep_fd)
+{
+    size_t size = tables * HUGE_SIZE, bad_page = 0;
+    struct report r = { 0 };
+    uint64_t *base;
+    pid_t child;
+
+    base = map_anon(size, 1);
+    madvise(base, size, MADV_NOHUGEPAGE);
+    fill_pages(base, 0, size / PAGE_SIZE, SEED);
+    child = clone_into(child_cg);
+    if (child < 0)
+        _exit(4);
+    if (child == 0) {
+        r.bad_words = check_pages(base, 0, size / PAGE_SIZE, inject_here() ? SEED + 1 : SEED,
+                                  &bad_page);
+        r.bad_page = bad_page;
+        r.checked_pages = 1;        /* from the child */
+        send_report(rep_fd, &r);
+        _exit(0);
+    }
+    if (write(said_fd, &child, sizeof(child)) != (ssize_t)sizeof(child) || wait_byte(go_fd))
+        _exit(5);
+    r.bad_words = check_pages(base, 0, size / PAGE_SIZE, SEED, &bad_page);
+    r.bad_page = bad_page;
+    r.checked_pages = 2;            /* from the parent */
+    r.extra = pages_on_node1(base, tables);
+    send_report(rep_fd, &r);
+    _exit(0);
+}
+
+/* The change of the cpuset's nodes, in a thread the test can wait for. */
+static void *mems_writer(void *arg)
+{
+    struct mems_shared *sh = arg;
+    char path[192];
+
+    snprintf(path, sizeof(path), "%s/cpuset.mems", sh->top);
+    sh->write_rc = write_file(path, "1") != 0 ? errno : 0;
+    atomic_store(&sh->written, 1);
+    return NULL;
+}
+
+/* Tables the parent copied first, by any cause. */
+static unsigned long long parent_copies(void)
+{
+    static const char *const causes[] = {
+        "async_fork_copied_fault", "async_fork_copied_gup", "async_fork_copied_vma",
+        "async_fork_copied_madvise", "async_fork_copied_zap",
+    };
+    unsigned long long n = 0;
+
+    for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
+        n += vmstat_counter(causes[i]);
+    return n;
+}
+
+/* top/ (cpuset.mems 0; cpu for its children), top/parent, top/child with
+ * cpu.max MEMS_QUOTA; fds of the two leaves. */
+static int mems_cgroups(const char *top, char *parent, char *child, size_t len, int *parent_fd,
+                        int *child_fd)
+{
+    char path[256];
+    int top_fd = -1;
+
+    if (set_up_cgroup(top, "cpuset", "cpuset.mems", "0", &top_fd) != 0)
+        return -1;
+    close(top_fd);
+    snprintf(path, sizeof(path), "%s/cgroup.subtree_control", top);
+    if (write_file(CG_ROOT "/cgroup.subtree_control", "+cpu") != 0 || write_file(path, "+cpu"))
+        return fail("enable cpu under %s: %s", top, strerror(errno));
+    snprintf(parent, len, "%s/parent", top);
+    snprintf(child, len, "%s/child", top);
+    if (set_up_cgroup(parent, "cpu", NULL, NULL, parent_fd) != 0 ||
+        set_up_cgroup(child, "cpu", "cpu.max", MEMS_QUOTA, child_fd) != 0)
+        return -1;
+    return 0;
+}
+
+static int cpuset_mems(void)
+{
+    struct mems_shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+                                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int said[2], go[2], rep[2], parent_fd = -1, child_fd = -1, rc = 0, status, returned;
+    int active = afork_active();
+    unsigned long long copies, child_copied = vmstat_counter("async_fork_child_copied");
+    size_t tables = scaled(256, 32), sampled = tables < 1024 ? tables : 1024;
+    struct report rp = { 0 }, rch = { 0 }, r;
+    char parent_dir[192] = "", child_dir[192] = "", how[128];
+    double t0, waited;
+    pthread_t writer;
+    pid_t parent, child = -1;
+
+    if (!getenv("AFORK_GUEST"))
+        return fail("this test changes cgroups: it runs only in the test guest (AFORK_GUEST=1)");
+    if (sh == MAP_FAILED)
+        die_errno("mmap");
+    if (access("/sys/devices/system/node/node1", F_OK) != 0)
+        return fail("one NUMA node: the test needs two (boot.sh --numa 2)");
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
+        return fail("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+    snprintf(sh->top, sizeof(sh->top), CG_ROOT "/afork-mems-%d", (int)getpid());
+    if (mems_cgroups(sh->top, parent_dir, child_dir, sizeof(parent_dir), &parent_fd,
+                     &child_fd) != 0) {
+        rc = -1;
+        goto out;
+    }
+    pipe_or_die(said);
+    pipe_or_die(go);
+    pipe_or_die(rep);
+    parent = clone_into(parent_fd);
+    if (parent < 0) {
+        rc = fail("clone3(CLONE_INTO_CGROUP): %s", strerror(errno));
+        goto out_pipes;
+    }
+    if (parent == 0)
+        mems_parent(tables, child_fd, said[1], go[0], rep[1]);
+    close_end(said, 1);
+    close_end(go, 0);
+    close_end(rep, 1);
+    if (read(said[0], &child, sizeof(child)) != (ssize_t)sizeof(child)) {
+        wait_child(parent, how, sizeof(how));
+        rc = fail("the parent ended with %s before it forked", how);
+        goto out_pipes;
+    }
+    copies = parent_copies();
+    t0 = now_seconds();
+    if (pthread_create(&writer, NULL, mems_writer, sh) != 0)
+        die_errno("pthread_create");
+    while (!atomic_load(&sh->written) && now_seconds() - t0 < MEMS_WAIT_S)
+        usleep(10000);
+    returned = atomic_load(&sh->written);
+    waited = now_seconds() - t0;
+    copies = parent_copies() - copies;
+    child_copied = vmstat_counter("async_fork_child_copied") - child_copied;
+    /* Let the child run: a change that waits for it ends now. */
+    snprintf(how, sizeof(how), "%s/cpu.max", child_dir);
+    write_file(how, "max");
+    pthread_join(writer, NULL);
+    send_byte(go[1]);
+    /* Two reports, the child's and the parent's, in either order. */
+    for (int i = 0; i < 2 && recv_report(rep[0], &r) == 0; i++) {
+        if (r.checked_pages == 1)
+            rch = r;
+        else
+            rp = r;
+    }
+    if (rch.checked_pages != 1 || rp.checked_pages != 2)
+        rc = fail("no report from the %s", rp.checked_pages != 2 ? "parent" : "child");
+    status = wait_child(parent, how, sizeof(how));
+    if (rc == 0 && !exited_ok(status))
+        rc = fail("the parent ended with %s", how);
+    status = wait_child(child, how, sizeof(how));
+    info("%zu tables of 2 MiB; cpuset.mems 0 -> 1 %s after %.2f s, the child held back by "
+         "cpu.max %s: tables copied by the parent meanwhile %llu, by the child %llu; %ld of "
+         "%zu sampled pages on node 1 after%s", tables, returned ? "returned" : "still waiting",
+         waited, MEMS_QUOTA, copies, child_copied, (long)rp.extra, sampled,
+         active > 0 ? "" : " (no asynchronous fork)");
+    if (rc == 0 && !returned)
+        rc = fail("the cpuset change had not returned after %d s, the child held back by "
+                  "cpu.max: it waited for the child's copy", MEMS_WAIT_S);
+    if (rc == 0 && sh->write_rc)
+        rc = fail("write 1 to %s/cpuset.mems: %s", sh->top, strerror(sh->write_rc));
+    if (rc == 0 && rch.bad_words)
+        rc = fail("the child's snapshot has %llu wrong words (first at page %llu)",
+                  (unsigned long long)rch.bad_words, (unsigned long long)rch.bad_page);
+    if (rc == 0 && rp.bad_words)
+        rc = fail("the parent's memory has %llu wrong words (first at page %llu)",
+                  (unsigned long long)rp.bad_words, (unsigned long long)rp.bad_page);
+    if (rc == 0 && !exited_ok(status))
+        rc = fail("the child ended with %s", how);
+    if (rc == 0 && active > 0 && copies)
+        rc = fail("the cpuset change made the parent copy %llu tables for the child: "
+                  "mpol_rebind_mm() or the migration copied what they do not change", copies);
+    if (rc == 0 && rp.extra < (long)sampled / 2)
+        rc = fail("%ld of %zu sampled pages on node 1: the pages did not move, the test "
+                  "proves nothing", (long)rp.extra, sampled);
+    if (rc == 0 && active > 0 && child_copied >= tables / 2)
+        rc = fail("the child copied %llu of %zu tables before the change was over: the test "
+                  "proves nothing", child_copied, tables);
+out_pipes:
+    close_pair(said);
+    close_pair(go);
+    close_pair(rep);
+out:
+    close(parent_fd);
+    close(child_fd);
+    if (parent_dir[0])
+        rmdir(parent_dir);
+    if (child_dir[0])
+        rmdir(child_dir);
+    if (rmdir(sh->top) != 0)
+        info("rmdir %s: %s", sh->top, strerror(errno));
+    munmap(sh, sizeof(*sh));
+    return rc;
+}
+
 /* The child of child-charge: run (its tables are copied by then), wait. */
 static void charge_child(int started_fd, int go_fd)
 {
@@ -707,6 +947,9 @@ const struct test_case cgroup_tests[] = {
       "copied: tables given at the exit, no charge past memory.max", exit_at_limit },
     { "oom-reap-child", "the OOM killer chooses a child still copying, kept off the CPU: "
       "reaped at once, the reaper does not give up", oom_reap_child },
+    { "cpuset-mems", "a parent's and its child's cpuset move to node 1 while the child, held "
+      "back by cpu.max, copies: nothing copied or waited for, pages migrated, snapshot exact",
+      cpuset_mems },
     { "child-charge", "a child created in another memory cgroup: its tables charged like fork's",
       child_charge },
     { 0 },
