@@ -344,6 +344,32 @@ static void cpu0_restore(const struct cpu0_saved *saved)
     write_file(RT_RUNTIME, saved->rt_runtime);
 }
 
+/* A region of @tables page tables, in 4 KiB pages, filled with the pattern
+ * of @seed. */
+static uint64_t *patterned_tables(size_t tables, uint64_t seed)
+{
+    uint64_t *base = map_anon(tables * HUGE_SIZE, 1);
+
+    madvise(base, tables * HUGE_SIZE, MADV_NOHUGEPAGE);
+    fill_pages(base, 0, tables * (HUGE_SIZE / PAGE_SIZE), seed);
+    return base;
+}
+
+/* fork() from SCHED_FIFO on CPU 0: the child, SCHED_OTHER there, does not
+ * run while this process does (with cpu0_fifo_only()). */
+static pid_t fork_fifo_cpu0(void)
+{
+    struct sched_param fifo = { .sched_priority = 1 };
+    pid_t child;
+
+    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
+        _exit(3);
+    child = fork();
+    if (child < 0)
+        _exit(4);
+    return child;
+}
+
 /* ---- exit-at-limit ---- */
 
 /* The grandchild: once told, check the snapshot and report it. */
@@ -366,20 +392,13 @@ static void limit_child(const uint64_t *base, size_t pages, uint64_t seed, int g
  * on CPU 0 (the child, SCHED_OTHER there, does not run) until killed. */
 static void limit_parent(size_t tables, uint64_t seed, int go[2], int rep[2], int said_fd)
 {
-    struct sched_param fifo = { .sched_priority = 1 };
     size_t size = tables * HUGE_SIZE;
     uint64_t *base;
     pid_t child;
 
     pin_to_cpu(0);
-    base = map_anon(size, 1);
-    madvise(base, size, MADV_NOHUGEPAGE);
-    fill_pages(base, 0, size / PAGE_SIZE, seed);
-    if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
-        _exit(3);
-    child = fork();
-    if (child < 0)
-        _exit(4);
+    base = patterned_tables(tables, seed);
+    child = fork_fifo_cpu0();
     if (child == 0)
         limit_child(base, size / PAGE_SIZE, inject_here() ? seed + 1 : seed, go[0], rep[1]);
     if (write(said_fd, &child, sizeof(child)) != (ssize_t)sizeof(child))
@@ -496,22 +515,17 @@ out:
  * then check its own memory, report, exit. */
 static void reap_parent(size_t tables, atomic_int *release, int said_fd, int rep_fd)
 {
-    struct sched_param fifo = { .sched_priority = 1 }, other = { 0 };
+    struct sched_param other = { 0 };
     size_t size = tables * HUGE_SIZE, bad_page = 0;
     struct report r = { 0 };
     uint64_t *base;
     pid_t child;
 
     pin_to_cpu(0);
-    base = map_anon(size, 1);
-    madvise(base, size, MADV_NOHUGEPAGE);
-    fill_pages(base, 0, size / PAGE_SIZE, SEED);
-    if (write_file("/proc/self/oom_score_adj", "-1000") != 0 ||
-        sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &fifo) != 0)
+    base = patterned_tables(tables, SEED);
+    if (write_file("/proc/self/oom_score_adj", "-1000") != 0)
         _exit(3);
-    child = fork();
-    if (child < 0)
-        _exit(4);
+    child = fork_fifo_cpu0();
     if (child == 0)
         for (;;)
             pause();
@@ -675,9 +689,7 @@ static void mems_parent(size_t tables, int child_cg, int said_fd, int go_fd, int
     uint64_t *base;
     pid_t child;
 
-    base = map_anon(size, 1);
-    madvise(base, size, MADV_NOHUGEPAGE);
-    fill_pages(base, 0, size / PAGE_SIZE, SEED);
+    base = patterned_tables(tables, SEED);
     child = clone_into(child_cg);
     if (child < 0)
         _exit(4);
@@ -711,20 +723,6 @@ static void *mems_writer(void *arg)
     return NULL;
 }
 
-/* Tables the parent copied first, by any cause. */
-static unsigned long long parent_copies(void)
-{
-    static const char *const causes[] = {
-        "async_fork_copied_fault", "async_fork_copied_gup", "async_fork_copied_vma",
-        "async_fork_copied_madvise", "async_fork_copied_zap",
-    };
-    unsigned long long n = 0;
-
-    for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
-        n += vmstat_counter(causes[i]);
-    return n;
-}
-
 /* top/ (cpuset.mems 0; cpu for its children), top/parent, top/child with
  * cpu.max MEMS_QUOTA; fds of the two leaves. */
 static int mems_cgroups(const char *top, char *parent, char *child, size_t len, int *parent_fd,
@@ -753,7 +751,7 @@ static int cpuset_mems(void)
                                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     int said[2], go[2], rep[2], parent_fd = -1, child_fd = -1, rc = 0, status, returned;
     int active = afork_active();
-    unsigned long long copies, child_copied = vmstat_counter("async_fork_child_copied");
+    struct counters before, after, d;
     size_t tables = scaled(256, 32), sampled = tables < 1024 ? tables : 1024;
     struct report rp = { 0 }, rch = { 0 }, r;
     char parent_dir[192] = "", child_dir[192] = "", how[128];
@@ -793,7 +791,7 @@ static int cpuset_mems(void)
         rc = fail("the parent ended with %s before it forked", how);
         goto out_pipes;
     }
-    copies = parent_copies();
+    read_counters(&before);
     t0 = now_seconds();
     if (pthread_create(&writer, NULL, mems_writer, sh) != 0)
         die_errno("pthread_create");
@@ -801,8 +799,8 @@ static int cpuset_mems(void)
         usleep(10000);
     returned = atomic_load(&sh->written);
     waited = now_seconds() - t0;
-    copies = parent_copies() - copies;
-    child_copied = vmstat_counter("async_fork_child_copied") - child_copied;
+    read_counters(&after);
+    counters_delta(&d, &before, &after);
     /* Let the child run: a change that waits for it ends now. */
     snprintf(how, sizeof(how), "%s/cpu.max", child_dir);
     write_file(how, "max");
@@ -824,7 +822,7 @@ static int cpuset_mems(void)
     info("%zu tables of 2 MiB; cpuset.mems 0 -> 1 %s after %.2f s, the child held back by "
          "cpu.max %s: tables copied by the parent meanwhile %llu, by the child %llu; %ld of "
          "%zu sampled pages on node 1 after%s", tables, returned ? "returned" : "still waiting",
-         waited, MEMS_QUOTA, copies, child_copied, (long)rp.extra, sampled,
+         waited, MEMS_QUOTA, parent_copies(&d), d.v[C_CHILD], (long)rp.extra, sampled,
          active > 0 ? "" : " (no asynchronous fork)");
     if (rc == 0 && !returned)
         rc = fail("the cpuset change had not returned after %d s, the child held back by "
@@ -839,15 +837,16 @@ static int cpuset_mems(void)
                   (unsigned long long)rp.bad_words, (unsigned long long)rp.bad_page);
     if (rc == 0 && !exited_ok(status))
         rc = fail("the child ended with %s", how);
-    if (rc == 0 && active > 0 && copies)
+    if (rc == 0 && active > 0 && parent_copies(&d))
         rc = fail("the cpuset change made the parent copy %llu tables for the child: "
-                  "mpol_rebind_mm() or the migration copied what they do not change", copies);
+                  "mpol_rebind_mm() or the migration copied what they do not change",
+                  parent_copies(&d));
     if (rc == 0 && rp.extra < (long)sampled / 2)
         rc = fail("%ld of %zu sampled pages on node 1: the pages did not move, the test "
                   "proves nothing", (long)rp.extra, sampled);
-    if (rc == 0 && active > 0 && child_copied >= tables / 2)
+    if (rc == 0 && active > 0 && d.v[C_CHILD] >= tables / 2)
         rc = fail("the child copied %llu of %zu tables before the change was over: the test "
-                  "proves nothing", child_copied, tables);
+                  "proves nothing", d.v[C_CHILD], tables);
 out_pipes:
     close_pair(said);
     close_pair(go);

@@ -146,6 +146,23 @@ long long cgroup_pagetables(const char *dir);
 /* The value of @key in @dir's memory.events, -1 if unreadable. */
 long long cgroup_event(const char *dir, const char *key);
 
+/* The async_fork_* counters of /proc/vmstat: read_counters() takes them
+ * all, counters_delta() subtracts, parent_copies() sums the tables the
+ * parent copied first (any cause), print_counters() logs a delta. */
+enum counter {
+    C_SESSIONS, C_DEFERRED, C_CHILD, C_FAULT, C_GUP, C_VMA, C_MADVISE,
+    C_ZAP, C_EXIT, C_FORK, C_PARENT_NS, C_FAILED, NR_COUNTERS
+};
+
+struct counters {
+    unsigned long long v[NR_COUNTERS];
+    int found;                  /* how many of them /proc/vmstat has */
+};
+void read_counters(struct counters *c);
+void counters_delta(struct counters *d, const struct counters *a, const struct counters *b);
+unsigned long long parent_copies(const struct counters *d);
+void print_counters(const char *what, const struct counters *d);
+
 /* Test tables of each source file. */
 extern const struct test_case snapshot_tests[];
 extern const struct test_case vma_tests[];

@@ -20,68 +20,6 @@
 #include <unistd.h>
 
 
-/* The async_fork_* lines of /proc/vmstat, by name. */
-enum counter {
-    C_SESSIONS, C_DEFERRED, C_CHILD, C_FAULT, C_GUP, C_VMA, C_MADVISE,
-    C_ZAP, C_EXIT, C_FORK, C_PARENT_NS, C_FAILED, NR_COUNTERS
-};
-
-static const char *const counter_names[NR_COUNTERS] = {
-    "async_fork_sessions", "async_fork_deferred", "async_fork_child_copied",
-    "async_fork_copied_fault", "async_fork_copied_gup", "async_fork_copied_vma",
-    "async_fork_copied_madvise", "async_fork_copied_zap", "async_fork_copied_exit",
-    "async_fork_copied_fork", "async_fork_parent_ns", "async_fork_sessions_failed",
-};
-
-struct counters {
-    unsigned long long v[NR_COUNTERS];
-    int found;                  /* how many of them /proc/vmstat has */
-};
-
-static void read_counters(struct counters *c)
-{
-    char name[64];
-    unsigned long long val;
-    FILE *f = fopen("/proc/vmstat", "r");
-
-    memset(c, 0, sizeof(*c));
-    if (!f)
-        return;
-    while (fscanf(f, "%63s %llu", name, &val) == 2)
-        for (int i = 0; i < NR_COUNTERS; i++)
-            if (strcmp(name, counter_names[i]) == 0) {
-                c->v[i] = val;
-                c->found++;
-            }
-    fclose(f);
-}
-
-static void counters_delta(struct counters *d, const struct counters *a,
-                           const struct counters *b)
-{
-    for (int i = 0; i < NR_COUNTERS; i++)
-        d->v[i] = b->v[i] - a->v[i];
-    d->found = b->found;
-}
-
-static unsigned long long parent_copies(const struct counters *d)
-{
-    unsigned long long sum = 0;
-
-    for (int i = C_FAULT; i <= C_FORK; i++)
-        sum += d->v[i];
-    return sum;
-}
-
-static void print_counters(const char *what, const struct counters *d)
-{
-    info("%s: sessions %llu deferred %llu child %llu | parent: fault %llu gup %llu "
-         "vma %llu madvise %llu zap %llu exit %llu fork %llu, %.3f ms | failed %llu",
-         what, d->v[C_SESSIONS], d->v[C_DEFERRED], d->v[C_CHILD], d->v[C_FAULT],
-         d->v[C_GUP], d->v[C_VMA], d->v[C_MADVISE], d->v[C_ZAP], d->v[C_EXIT],
-         d->v[C_FORK], d->v[C_PARENT_NS] / 1e6, d->v[C_FAILED]);
-}
-
 /* 1 if forks of this process leave page tables to the child, 0 if not, -1
  * if the kernel has no asynchronous fork at all. */
 static int async_fork_active(void)
