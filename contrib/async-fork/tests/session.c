@@ -19,18 +19,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
-/* 1 if forks of this process leave page tables to the child, 0 if not, -1
- * if the kernel has no asynchronous fork at all. */
-static int async_fork_active(void)
-{
-    long mode = read_long_file("/proc/sys/vm/async_fork");
-
-    if (mode < 0)
-        return -1;
-    return mode == 2 || (mode == 1 && prctl(PR_GET_ASYNC_FORK, 0, 0, 0, 0) == 1);
-}
-
 /* An anonymous region in 4 KiB pages (no THP), 2 MiB aligned, all resident. */
 static uint64_t *resident_region(size_t size)
 {
@@ -58,7 +46,7 @@ static int counters_test(void)
     size_t size = scaled(128, 16) * MIB, tables = size / HUGE_SIZE;
     uint64_t *base = resident_region(size);
     struct counters before, after, d;
-    int active = async_fork_active(), zero = open("/dev/zero", O_RDONLY);
+    int active = afork_active(), zero = open("/dev/zero", O_RDONLY);
     char desc[128];
     int status;
     pid_t pid;
@@ -153,7 +141,7 @@ static int madv_advice_test(void)
     size_t size = scaled(512, 64) * MIB;
     uint64_t *base = resident_region(size);
     struct counters before, mid, after, d1, d2;
-    int active = async_fork_active(), conclusive = 0, status = 0;
+    int active = afork_active(), conclusive = 0, status = 0;
     char desc[128];
     cpu_set_t saved;
 
@@ -214,7 +202,7 @@ static int vma_change_range_test(void)
     size_t size = scaled(512, 64) * MIB, last = size - PAGE_SIZE;
     uint64_t *base = resident_region(size);
     struct counters before, mid, flags, after, d1, d2, d3;
-    int active = async_fork_active(), conclusive = 0, status = 0;
+    int active = afork_active(), conclusive = 0, status = 0;
     char *rest = (char *)base;
     uint64_t t0, fork_ns, mprotect_ns;
     cpu_set_t saved;
@@ -373,7 +361,7 @@ static int oom_parent_round(int round, int active, int *conclusive)
 
 static int oom_parent_test(void)
 {
-    int active = async_fork_active(), conclusive = 0, status = 0;
+    int active = afork_active(), conclusive = 0, status = 0;
 
     if (!getenv("AFORK_GUEST"))
         return fail("this test changes cgroups: it runs only in the test guest (AFORK_GUEST=1)");
