@@ -344,17 +344,6 @@ static void cpu0_restore(const struct cpu0_saved *saved)
     write_file(RT_RUNTIME, saved->rt_runtime);
 }
 
-/* A region of @tables page tables, in 4 KiB pages, filled with the pattern
- * of @seed. */
-static uint64_t *patterned_tables(size_t tables, uint64_t seed)
-{
-    uint64_t *base = map_anon(tables * HUGE_SIZE, 1);
-
-    madvise(base, tables * HUGE_SIZE, MADV_NOHUGEPAGE);
-    fill_pages(base, 0, tables * (HUGE_SIZE / PAGE_SIZE), seed);
-    return base;
-}
-
 /* fork() from SCHED_FIFO on CPU 0: the child, SCHED_OTHER there, does not
  * run while this process does (with cpu0_fifo_only()). */
 static pid_t fork_fifo_cpu0(void)

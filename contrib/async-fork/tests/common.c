@@ -205,6 +205,15 @@ void unmap(void *addr, size_t size)
         die_errno("munmap");
 }
 
+uint64_t *patterned_tables(size_t tables, uint64_t seed)
+{
+    uint64_t *base = map_anon(tables * HUGE_SIZE, 1);
+
+    madvise(base, tables * HUGE_SIZE, MADV_NOHUGEPAGE);
+    fill_pages(base, 0, tables * (HUGE_SIZE / PAGE_SIZE), seed);
+    return base;
+}
+
 pid_t fork_or_die(void)
 {
     pid_t pid;

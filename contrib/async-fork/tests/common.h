@@ -71,6 +71,9 @@ uint64_t mark_value(uint64_t who, uint64_t seq);
 /* Anonymous private mapping (aborts on failure), optionally 2 MiB aligned. */
 void *map_anon(size_t size, int huge_aligned);
 void unmap(void *addr, size_t size);
+/* A region of @tables page tables, in 4 KiB pages (MADV_NOHUGEPAGE),
+ * filled with the pattern of @seed. */
+uint64_t *patterned_tables(size_t tables, uint64_t seed);
 
 /* Children. fork_or_die() aborts the test process when fork() fails. */
 pid_t fork_or_die(void);
@@ -175,6 +178,7 @@ extern const struct test_case pinned_tests[];
 extern const struct test_case cgroup_tests[];
 extern const struct test_case foreign_tests[];
 extern const struct test_case inject_tests[];
+extern const struct test_case access_tests[];
 extern const struct test_case forktime_tests[];
 
 /* Entry of the exec'ed helper used by vfork/posix_spawn tests. */

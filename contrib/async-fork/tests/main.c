@@ -20,7 +20,8 @@
 
 static const struct test_case *const tables[] = {
     snapshot_tests, vma_tests, kind_tests, lifecycle_tests, session_tests, failpath_tests,
-    failrace_tests, inject_tests, pinned_tests, cgroup_tests, foreign_tests, forktime_tests,
+    failrace_tests, inject_tests, pinned_tests, cgroup_tests, foreign_tests, access_tests,
+    forktime_tests,
 };
 
 static const struct test_case *find_test(const char *name)
