@@ -949,8 +949,8 @@ static int core_dump(void)
 }
 
 const struct test_case access_tests[] = {
-    { "device-mirror", "a device mirror (HMM test driver) registers its notifier, writes "
-      "pages and migrates others to device memory while the child is held", device_mirror },
+    { "device-mirror", "a device mirror (HMM test driver) registers its notifier, reads, "
+      "writes and takes pages into device memory while the child is held", device_mirror },
     { "remote-access", "ptrace POKEDATA into the parent, /proc/PID/mem read of the child, "
       "while the child is held", remote_access },
     { "ksm-after-fork", "KSM merges the parent's pages, then the parent writes them, while "

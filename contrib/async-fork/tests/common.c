@@ -621,8 +621,7 @@ void read_counters(struct counters *c)
     fclose(f);
 }
 
-void counters_delta(struct counters *d, const struct counters *a,
-                           const struct counters *b)
+void counters_delta(struct counters *d, const struct counters *a, const struct counters *b)
 {
     for (int i = 0; i < NR_COUNTERS; i++)
         d->v[i] = b->v[i] - a->v[i];
